@@ -1,0 +1,86 @@
+"""opendp_sketch: release a dataset once as a differentially private sketch, then analyse it freely.
+
+Data flow: feature maps (:mod:`.features`) → transformations (:mod:`.transformations`) →
+measurements (:mod:`.measurements`) → :class:`.Sketch` (:mod:`.sketch`) → estimators.
+
+Importing the package registers ``box_clip``, ``feature_sum`` and ``private_sketch`` with
+``dp.register`` so they can be used in ``dp.Context`` queries. The plugin API needs the OpenDP
+features ``"contrib"`` and ``"honest-but-curious"``::
+
+    import opendp.prelude as dp
+    dp.enable_features("contrib", "honest-but-curious")
+"""
+
+from __future__ import annotations
+
+import opendp.prelude as dp
+
+from .domains import NPArray2BoxDomain, box_domain
+from .features import (
+    RACE,
+    RFF,
+    ByClass,
+    DyadicTrees,
+    FeatureMap,
+    Histogram,
+    Moments,
+    QuantizedRFF,
+    RandomQuadratic,
+    feature_map_from_dict,
+)
+from .measurements import (
+    _make_private_sketch_in_context,
+    make_private_sketch,
+    release_sketch,
+    then_private_sketch,
+)
+from .sketch import Sketch, SketchFormatError
+from .transformations import (
+    make_box_clip,
+    make_feature_sum,
+    make_row_count,
+    then_box_clip,
+    then_feature_sum,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FeatureMap",
+    "RFF",
+    "QuantizedRFF",
+    "RACE",
+    "Histogram",
+    "DyadicTrees",
+    "Moments",
+    "RandomQuadratic",
+    "ByClass",
+    "feature_map_from_dict",
+    "box_domain",
+    "NPArray2BoxDomain",
+    "make_box_clip",
+    "then_box_clip",
+    "make_feature_sum",
+    "then_feature_sum",
+    "make_row_count",
+    "make_private_sketch",
+    "then_private_sketch",
+    "release_sketch",
+    "Sketch",
+    "SketchFormatError",
+]
+
+
+def _register() -> None:
+    from opendp.context import constructors
+
+    for name, ctor in (
+        ("box_clip", make_box_clip),
+        ("feature_sum", make_feature_sum),
+        ("private_sketch", _make_private_sketch_in_context),
+    ):
+        if name not in constructors:  # importlib.reload must not fail on re-registration
+            dp.register(ctor, name=name)
+
+
+_register()

@@ -1,0 +1,95 @@
+"""The bounded 2-D numpy domain sketches are computed from.
+
+Follows OpenDP's convention (``dp.numpy.array2_domain`` → ``NPArray2Domain``): a lowercase
+factory returning an OpenDP domain whose ``descriptor`` is a frozen dataclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import opendp.prelude as dp
+
+from ._bounds import check_bounds
+
+__all__ = ["box_domain", "NPArray2BoxDomain", "box_descriptor"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NPArray2BoxDomain:
+    """Descriptor of :func:`box_domain`: float64 arrays ``(n, d)`` inside a public box."""
+
+    lower: tuple[float, ...]
+    """per-column lower bounds"""
+    upper: tuple[float, ...]
+    """per-column upper bounds"""
+    num_columns: int
+    """``d``"""
+    column_names: tuple[str, ...] | None
+    """optional column names, carried into the released sketch"""
+    T: str = "f64"
+    """atom type"""
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` as float64 vectors."""
+        return np.array(self.lower), np.array(self.upper)
+
+
+def box_domain(
+    bounds: Any,
+    num_columns: int | None = None,
+    column_names: Sequence[str] | None = None,
+) -> dp.Domain:
+    """Domain of float64 arrays ``(n, d)``, ``n ≥ 0``, with finite values inside ``bounds``.
+
+    Bounds are public: they must come from knowledge about the data's schema, never from the
+    data. Use :func:`~opendp_sketch.make_box_clip` to map arbitrary float arrays into it.
+
+    :param bounds: ``(lower, upper)``, scalars or one value per column
+    :param num_columns: ``d`` (needed only when both bounds are scalars)
+    :param column_names: optional names, one per column
+    :return: an OpenDP domain whose ``descriptor`` is :class:`NPArray2BoxDomain`
+    :raises ValueError: on malformed bounds or names
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> dom = dps.box_domain(bounds=(0.0, [1.0, 5.0]))
+    >>> dom.descriptor.num_columns, dom.descriptor.upper
+    (2, (1.0, 5.0))
+    >>> dom.member(np.array([[0.5, 4.0]]))
+    True
+    >>> dom.member(np.array([[0.5, 6.0]]))
+    False
+    """
+    lo, hi = check_bounds(bounds, num_columns)
+    names = None
+    if column_names is not None:
+        names = tuple(str(c) for c in column_names)
+        if len(names) != lo.size or len(set(names)) != len(names):
+            raise ValueError(f"column_names ({list(names)}) must be {lo.size} distinct names")
+    desc = NPArray2BoxDomain(
+        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=lo.size, column_names=names
+    )
+
+    def _member(x: Any) -> bool:
+        return (
+            isinstance(x, np.ndarray)
+            and x.dtype == np.float64
+            and x.ndim == 2
+            and x.shape[1] == lo.size
+            and bool(np.all((x >= lo) & (x <= hi)))  # False for NaN
+        )
+
+    ident = f"NPArray2BoxDomain(num_columns={lo.size}, lower={list(desc.lower)}, upper={list(desc.upper)})"
+    return dp.user_domain(ident, _member, desc)
+
+
+def box_descriptor(domain: dp.Domain) -> NPArray2BoxDomain:
+    """The :class:`NPArray2BoxDomain` of ``domain``, or a clear error."""
+    desc = getattr(domain, "descriptor", None)
+    if not isinstance(desc, NPArray2BoxDomain):
+        raise ValueError(f"input_domain ({domain}) must be a box_domain (see opendp_sketch.box_domain)")
+    return desc

@@ -1,0 +1,27 @@
+"""Public random feature maps ``Φ: R^d → R^m`` with proven L1/L2 sensitivities.
+
+One module per family: :mod:`.rff` (RFF, QuantizedRFF), :mod:`.race` (RACE),
+:mod:`.histogram` (Histogram, DyadicTrees), :mod:`.moments` (Moments, RandomQuadratic),
+:mod:`.byclass` (ByClass). The common interface is :class:`.base.FeatureMap`.
+"""
+
+from .base import FeatureMap, OneHotFeatureMap, feature_map_from_dict
+from .byclass import ByClass
+from .histogram import DyadicTrees, Histogram
+from .moments import Moments, RandomQuadratic
+from .race import RACE
+from .rff import RFF, QuantizedRFF
+
+__all__ = [
+    "FeatureMap",
+    "OneHotFeatureMap",
+    "feature_map_from_dict",
+    "RFF",
+    "QuantizedRFF",
+    "RACE",
+    "Histogram",
+    "DyadicTrees",
+    "Moments",
+    "RandomQuadratic",
+    "ByClass",
+]

@@ -1,0 +1,281 @@
+"""The feature-map interface every map follows.
+
+A feature map ``Φ: R^d → R^m`` is public: its random draws come from its own ``seed`` and never
+from the data. It is evaluated two ways:
+
+* :meth:`FeatureMap.transform` — float64 ``Φ(x)`` for post-processing (estimators evaluate it on
+  public points, never on private rows);
+* :meth:`FeatureMap.fixed_features` / :meth:`FeatureMap.fixed_sum` — the *implemented* map
+  ``Φ̃(x) = q(x) · 2^-k ≈ γ·Φ(x)`` with integer ``q(x)``, summed exactly in integers (``γ ≤ 1`` is
+  a public shrink factor; the :class:`~opendp_sketch.Sketch` divides it back out). The sensitivity a
+  map states is a bound on ``‖q(x)‖_p`` that the code **enforces** on the integers it sums (see
+  :mod:`opendp_sketch._fixed`), so it holds for the arithmetic that runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from .._fixed import Accumulator, sqrt_up
+
+__all__ = ["FeatureMap", "feature_map_from_dict", "register_feature_map"]
+
+_REGISTRY: dict[str, type[FeatureMap]] = {}
+
+#: Rows per chunk when summing features; bounds the working memory independently of n.
+DEFAULT_CHUNK_ROWS = 4096
+
+
+def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
+    """Class decorator: make ``cls`` loadable by :func:`feature_map_from_dict`."""
+    _REGISTRY[cls.__name__] = cls
+    return cls
+
+
+def feature_map_from_dict(spec: dict[str, Any]) -> FeatureMap:
+    """Rebuild a feature map from :meth:`FeatureMap.to_dict` output.
+
+    :raises ValueError: if the kind is unknown or the regenerated random draws do not match the
+        stored fingerprint (e.g. a numpy release changed its random stream).
+    """
+    if not isinstance(spec, dict) or "kind" not in spec or "params" not in spec:
+        raise ValueError("feature map spec must be a dict with 'kind' and 'params'")
+    kind = spec["kind"]
+    if kind not in _REGISTRY:
+        raise ValueError(f"feature map kind ({kind!r}) must be one of {sorted(_REGISTRY)}")
+    params = dict(spec["params"])
+    if "feature_map" in params and isinstance(params["feature_map"], dict):
+        params["feature_map"] = feature_map_from_dict(params["feature_map"])
+    fm = _REGISTRY[kind](**params)
+    expected = spec.get("fingerprint")
+    if expected is not None and expected != fm.fingerprint():
+        raise ValueError(
+            f"feature map {kind} regenerated from its seed does not match the stored fingerprint; "
+            "the random draws differ (numpy version change?)"
+        )
+    return fm
+
+
+def _check_positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} ({value!r}) must be a positive integer")
+    return int(value)
+
+
+def _check_positive_float(value: Any, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} ({value!r}) must be a positive finite number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} ({value!r}) must be a positive finite number")
+    return v
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed ({seed!r}) must be a non-negative integer")
+    return int(seed)
+
+
+class FeatureMap(ABC):
+    """Base class of public random feature maps.
+
+    Subclasses set ``dim`` (input columns), ``num_features`` (``m``), ``frac_bits`` (``k``),
+    ``gain`` (``γ``) and implement :meth:`transform`, :meth:`_fixed_block` and
+    :meth:`_int_bound`.
+    """
+
+    #: number of data columns a row must have
+    dim: int
+    #: output dimension ``m``
+    num_features: int
+    #: fixed-point fraction bits ``k``: one integer unit is ``2^-k``
+    frac_bits: int = 0
+    #: public shrink factor ``γ`` applied before quantization (1 for integer-valued maps)
+    gain: float = 1.0
+    #: human-readable kernel or structure the sketch estimates
+    kernel_name: ClassVar[str] = ""
+
+    # -- parameters -----------------------------------------------------------------------
+    @abstractmethod
+    def _params(self) -> dict[str, Any]:
+        """JSON-serialisable constructor arguments."""
+
+    def _draws(self) -> list[np.ndarray]:
+        """The public random draws (for the fingerprint)."""
+        return []
+
+    @property
+    def input_dim(self) -> int:
+        """Number of columns a data row has (``dim``; ``ByClass`` adds the label column)."""
+        return self.dim
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable description; :func:`feature_map_from_dict` inverts it."""
+        return {"kind": type(self).__name__, "params": self._params(), "fingerprint": self.fingerprint()}
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any]) -> FeatureMap:
+        """Inverse of :meth:`to_dict`."""
+        fm = feature_map_from_dict(spec)
+        if not isinstance(fm, cls):
+            raise ValueError(f"spec describes a {type(fm).__name__}, not a {cls.__name__}")
+        return fm
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the parameters and random draws; identical maps have identical prints."""
+        h = hashlib.sha256(json.dumps(self._params(), sort_keys=True, default=str).encode())
+        for a in self._draws():
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()[:32]
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.fingerprint() == other.fingerprint()  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({args})"
+
+    # -- evaluation -----------------------------------------------------------------------
+    @abstractmethod
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Float64 features ``Φ(X)`` of shape ``(n, m)`` for public points ``X`` of shape ``(n, dim)``."""
+
+    @abstractmethod
+    def _fixed_block(self, X: np.ndarray) -> np.ndarray:
+        """Integer features ``q(X)`` (``int64``, shape ``(n, m)``) of a chunk, norms enforced."""
+
+    def _fixed_block_sum(self, X: np.ndarray) -> np.ndarray:
+        """``Σ_rows q(x)`` of one chunk as ``int64``. One-hot maps override this with a bincount."""
+        return self._fixed_block(X).sum(axis=0, dtype=np.int64)
+
+    @abstractmethod
+    def _int_bound(self, p: Literal[1, 2]) -> int:
+        """Integer bound: ``max_x ‖q(x)‖_1`` for ``p=1``, ``max_x ‖q(x)‖_2²`` for ``p=2``."""
+
+    def _as_rows(self, X: Any) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1 and self.input_dim == 1:
+            X = X[:, None]
+        if X.ndim != 2 or X.shape[1] != self.input_dim:
+            raise ValueError(
+                f"X must have shape (n, {self.input_dim}), got {X.shape}"
+            )
+        return X
+
+    def fixed_features(self, X: Any) -> np.ndarray:
+        """The integers ``q(x)`` that are summed, one row per data row (``int64``, ``(n, m)``).
+
+        Exposed for tests and audits: ``‖q(x)‖_p`` never exceeds the stated bound.
+        """
+        return self._fixed_block(self._as_rows(X))
+
+    def fixed_sum(
+        self,
+        X: Any,
+        *,
+        clip: tuple[np.ndarray, np.ndarray] | None = None,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        n_jobs: int | None = None,
+    ) -> list[int]:
+        """Exact ``Σ_i q(x_i)`` as Python ints, evaluated in chunks of ``chunk_rows`` rows.
+
+        :param clip: optional public box ``(lower, upper)`` applied to each chunk first (NaN
+            goes to the lower bound), so the sum is defined for any float input
+        :param chunk_rows: rows per chunk; working memory is ``O(chunk_rows · m)`` per thread,
+            independent of ``n``
+        :param n_jobs: threads (default: up to 4, one per core); integer accumulation makes the
+            result identical for every ``chunk_rows`` and ``n_jobs``
+        """
+        X = self._as_rows(X)
+        chunk_rows = _check_positive_int(chunk_rows, "chunk_rows")
+        acc = Accumulator(self.num_features)
+        starts = range(0, X.shape[0], chunk_rows)
+
+        def part(s: int) -> np.ndarray:
+            chunk = X[s : s + chunk_rows]
+            if clip is not None:
+                chunk = np.fmin(np.fmax(chunk, clip[0]), clip[1])
+            return self._fixed_block_sum(chunk)
+
+        jobs = n_jobs if n_jobs is not None else min(os.cpu_count() or 1, 4)
+        if jobs <= 1 or len(starts) <= 1:
+            for s in starts:
+                acc.add(part(s))
+            return acc.total()
+        # numpy releases the GIL in its kernels; exact integer sums make the order irrelevant
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for p in pool.map(part, starts):
+                acc.add(p)
+        return acc.total()
+
+    # -- sensitivity ----------------------------------------------------------------------
+    @property
+    def unit(self) -> float:
+        """Value of one integer unit in feature units: ``2^-k / γ``."""
+        return math.ldexp(1.0, -self.frac_bits) / self.gain
+
+    def int_sensitivity(self, p: Literal[1, 2]) -> float:
+        """Sensitivity of ``Σ q(x_i)`` in integer units under add/remove of one row.
+
+        ``p=1`` returns an integer; ``p=2`` a float rounded up from the square root.
+        """
+        if p == 1:
+            return self._int_bound(1)
+        if p == 2:
+            return sqrt_up(self._int_bound(2))
+        raise ValueError(f"p ({p!r}) must be 1 or 2")
+
+    def sensitivity(self, p: Literal[1, 2]) -> float:
+        """Upper bound on ``‖Φ̃(x)‖_p`` (feature units, implemented map), i.e. the L``p``
+        sensitivity of ``Σ Φ̃(x_i)`` when one row is added or removed."""
+        b = self.int_sensitivity(p)
+        s = math.ldexp(float(b), -self.frac_bits)
+        # power-of-two scaling is exact; only int -> float above 2**53 may round down
+        return math.nextafter(s, math.inf) if float(b) < b else s
+
+
+class OneHotFeatureMap(FeatureMap):
+    """A map whose features are 0/1 with a fixed number of ones per row (RACE, histograms, trees).
+
+    Subclasses implement :meth:`_flat` (indices of the ones) and :meth:`_ones_per_row`. Values
+    are integers, so ``q(x) = Φ(x)`` with no rounding, and ``‖Φ(x)‖₁ = ‖Φ(x)‖₂² = ones per row``.
+    """
+
+    @abstractmethod
+    def _flat(self, X: np.ndarray) -> np.ndarray:
+        """``int64`` array ``(n, s)`` of the feature indices set to 1 for each row."""
+
+    @abstractmethod
+    def _ones_per_row(self) -> int:
+        """``s``, the number of ones in every row."""
+
+    def transform(self, X: Any) -> np.ndarray:
+        flat = self._flat(self._as_rows(X))
+        out = np.zeros((flat.shape[0], self.num_features))
+        np.put_along_axis(out, flat, 1.0, axis=1)
+        return out
+
+    def _fixed_block(self, X: np.ndarray) -> np.ndarray:
+        flat = self._flat(X)
+        out = np.zeros((flat.shape[0], self.num_features), dtype=np.int64)
+        np.put_along_axis(out, flat, 1, axis=1)
+        return out
+
+    def _fixed_block_sum(self, X: np.ndarray) -> np.ndarray:
+        return np.bincount(self._flat(X).ravel(), minlength=self.num_features).astype(np.int64)
+
+    def _int_bound(self, p: Literal[1, 2]) -> int:
+        return self._ones_per_row()

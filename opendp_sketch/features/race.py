@@ -1,0 +1,156 @@
+"""RACE: repeated arrays of LSH count sketches. Proof: ``docs/features/race.md``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from scipy.special import ndtr
+
+from .base import (
+    OneHotFeatureMap,
+    _check_positive_float,
+    _check_positive_int,
+    _check_seed,
+    register_feature_map,
+)
+
+__all__ = ["RACE"]
+
+_PRIME = (1 << 31) - 1
+_FAMILIES = ("l2", "srp")
+
+
+@register_feature_map
+class RACE(OneHotFeatureMap):
+    r"""RACE count array: ``R`` rows of ``W`` buckets; a point adds 1 to one bucket per row.
+
+    Row ``r`` hashes ``x`` with ``K`` independent locality-sensitive hashes and maps the
+    ``K``-tuple to a bucket with a public universal hash
+    ``((Σ_k a_k·h_k + c) mod P) mod W`` (``P = 2^31 - 1``). Families:
+
+    * ``"l2"`` (p-stable): ``h(x) = ⌊(wᵀx + b)/r⌋``, ``w ~ N(0, I)``, ``b ~ U[0, r)``;
+    * ``"srp"`` (angular, signed random projections): ``K`` sign bits of ``wᵀx``; when
+      ``2^K ≤ W`` the ``K``-bit code is the bucket itself.
+
+    ``Φ(x)`` is the concatenation of ``R`` one-hot vectors of length ``W``. The mean count of the
+    buckets a query hits, divided by ``n``, estimates the LSH collision-probability kernel
+    (:meth:`kernel_value`).
+
+    **Sensitivity.** A row has exactly ``R`` ones and nothing else (integers, no rounding):
+    ``‖Φ(x)‖₁ = R`` and ``‖Φ(x)‖₂ = √R``.
+
+    :param dim: number of data columns
+    :param rows: ``R``, number of repetitions
+    :param buckets: ``W``, buckets per row
+    :param family: ``"l2"`` or ``"srp"``
+    :param bucket_width: ``r`` of the ``l2`` family (public, in data units)
+    :param hashes_per_row: ``K``, hashes concatenated per row (default 1 for ``l2``,
+        ``⌊log2 W⌋`` capped at 16 for ``srp``)
+    :param seed: seed of the public hash functions
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> fm = dps.RACE(dim=2, rows=3, buckets=5, bucket_width=1.0, seed=0)
+    >>> fm.transform(np.zeros((1, 2))).sum(), fm.num_features
+    (np.float64(3.0), 15)
+    >>> fm.sensitivity(1), round(fm.sensitivity(2), 6)
+    (3.0, 1.732051)
+    """
+
+    kernel_name = "LSH collision probability"
+
+    def __init__(
+        self,
+        dim: int,
+        rows: int,
+        buckets: int,
+        family: Literal["l2", "srp"] = "l2",
+        bucket_width: float = 1.0,
+        hashes_per_row: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.dim = _check_positive_int(dim, "dim")
+        self.rows = _check_positive_int(rows, "rows")
+        self.buckets = _check_positive_int(buckets, "buckets")
+        if family not in _FAMILIES:
+            raise ValueError(f"family ({family!r}) must be one of {_FAMILIES}")
+        self.family = family
+        self.bucket_width = _check_positive_float(bucket_width, "bucket_width")
+        if hashes_per_row is None:
+            hashes_per_row = 1 if family == "l2" else max(1, min(16, self.buckets.bit_length() - 1))
+        self.hashes_per_row = _check_positive_int(hashes_per_row, "hashes_per_row")
+        self.seed = _check_seed(seed)
+        self.num_features = self.rows * self.buckets
+        rng = np.random.default_rng(self.seed)
+        nh = self.rows * self.hashes_per_row
+        self.projections = rng.standard_normal((self.dim, nh))
+        self.offsets = rng.uniform(0.0, self.bucket_width, nh)
+        self.hash_mult = rng.integers(1, _PRIME, (self.rows, self.hashes_per_row), dtype=np.int64)
+        self.hash_add = rng.integers(0, _PRIME, self.rows, dtype=np.int64)
+        self._direct = self.family == "srp" and (1 << self.hashes_per_row) <= self.buckets
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "dim": self.dim,
+            "rows": self.rows,
+            "buckets": self.buckets,
+            "family": self.family,
+            "bucket_width": self.bucket_width,
+            "hashes_per_row": self.hashes_per_row,
+            "seed": self.seed,
+        }
+
+    def _draws(self) -> list[np.ndarray]:
+        return [self.projections, self.offsets, self.hash_mult, self.hash_add]
+
+    def bucket_index(self, X: Any) -> np.ndarray:
+        """Bucket of each point in each row: ``int64`` array of shape ``(n, R)`` in ``[0, W)``."""
+        X = self._as_rows(X)
+        return self._buckets(X)
+
+    def _buckets(self, X: np.ndarray) -> np.ndarray:
+        n, K = X.shape[0], self.hashes_per_row
+        P = X @ self.projections
+        if self.family == "l2":
+            P += self.offsets
+            P /= self.bucket_width
+            # non-finite or huge projections map to a fixed code: still exactly one bucket per row
+            np.nan_to_num(P, copy=False, nan=0.0, posinf=2.0**62, neginf=-(2.0**62))
+            np.clip(P, -(2.0**62), 2.0**62, out=P)
+            h = np.floor(P).astype(np.int64).reshape(n, self.rows, K)
+        else:
+            h = (P >= 0).astype(np.int64).reshape(n, self.rows, K)
+        if self._direct:
+            return (h << np.arange(K, dtype=np.int64)).sum(axis=2)
+        h %= _PRIME
+        code = np.broadcast_to(self.hash_add, (n, self.rows)).copy()
+        for k in range(K):
+            code += h[:, :, k] * self.hash_mult[:, k]
+            code %= _PRIME
+        return code % self.buckets
+
+    def _flat(self, X: np.ndarray) -> np.ndarray:
+        return self._buckets(X) + np.arange(self.rows) * self.buckets
+
+    def _ones_per_row(self) -> int:
+        return self.rows
+
+    def kernel_value(self, x: Any, y: Any) -> np.ndarray:
+        """Collision probability of one row's LSH (``K`` concatenated hashes), ignoring the
+        ``≈ 1/W`` chance of a universal-hash collision. Broadcasts over leading axes."""
+        diff = np.asarray(x, float) - np.asarray(y, float)
+        if self.family == "l2":
+            c = np.linalg.norm(diff, axis=-1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = self.bucket_width / c
+                p = 1.0 - 2.0 * ndtr(-t) - 2.0 / (np.sqrt(2 * np.pi) * t) * (1.0 - np.exp(-(t**2) / 2))
+            p = np.where(c == 0, 1.0, p)
+        else:
+            xa, ya = np.broadcast_arrays(np.asarray(x, float), np.asarray(y, float))
+            num = np.sum(xa * ya, axis=-1)
+            den = np.linalg.norm(xa, axis=-1) * np.linalg.norm(ya, axis=-1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cos = np.clip(np.where(den > 0, num / den, 1.0), -1.0, 1.0)
+            p = 1.0 - np.arccos(cos) / np.pi
+        return p**self.hashes_per_row

@@ -1,0 +1,258 @@
+"""Random Fourier features: ``RFF`` (cos/sin pairs) and ``QuantizedRFF`` (one-bit, dithered).
+
+Proofs of the sensitivities: ``docs/features/rff.md`` and ``docs/features/quantized_rff.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+
+from .base import (
+    FeatureMap,
+    _check_positive_float,
+    _check_positive_int,
+    _check_seed,
+    register_feature_map,
+)
+
+__all__ = ["RFF", "QuantizedRFF"]
+
+_KERNELS = ("gaussian", "laplacian")
+#: fixed-point fraction bits of RFF features (|cos|, |sin| <= 1)
+RFF_FRAC_BITS = 20
+#: public shrink γ = 1 - 2^-12: leaves room for float32 rounding so the cheap check certifies
+RFF_GAIN = 1.0 - 2.0**-12
+
+
+def _draw_frequencies(dim: int, count: int, bandwidth: float, kernel: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kernel == "gaussian":
+        return rng.standard_normal((dim, count)) / bandwidth
+    return rng.standard_cauchy((dim, count)) / bandwidth
+
+
+def _check_kernel(kernel: str) -> str:
+    if kernel not in _KERNELS:
+        raise ValueError(f"kernel ({kernel!r}) must be one of {_KERNELS}")
+    return kernel
+
+
+def _kernel_value(kernel: str, diff: np.ndarray, bandwidth: float) -> np.ndarray:
+    if kernel == "gaussian":
+        return np.exp(-0.5 * np.sum(diff**2, axis=-1) / bandwidth**2)
+    return np.exp(-np.sum(np.abs(diff), axis=-1) / bandwidth)
+
+
+@register_feature_map
+class RFF(FeatureMap):
+    r"""Random Fourier features ``Φ(x) = [cos(Ωᵀx), sin(Ωᵀx)] ∈ R^m``, ``m = 2m'``.
+
+    ``(1/m')⟨Φ(x), Φ(y)⟩`` is an unbiased estimate of a shift-invariant kernel:
+
+    * ``kernel="gaussian"``: ``ω ~ N(0, σ⁻² I)`` and ``k(x, y) = exp(-‖x-y‖²/(2σ²))``;
+    * ``kernel="laplacian"``: ``ω_i ~ Cauchy(0, 1/σ)`` and ``k(x, y) = exp(-‖x-y‖₁/σ)``.
+
+    **Sensitivity.** Each pair satisfies ``cos² + sin² = 1``, so ``‖Φ(x)‖₂ = √m'`` and
+    ``‖Φ(x)‖₁ ≤ √2·m'``. The implemented map quantizes ``γ·cos`` and ``γ·sin`` (computed in
+    float32) to integers ``q = trunc(2^20·γ·value)`` and *certifies* every pair:
+    ``q_c² + q_s² ≤ 2^40``. A float32 check proves it for the whole chunk at once; any pair it
+    cannot certify is shrunk in exact integer arithmetic. Cauchy–Schwarz on each pair then
+    gives ``|q_c| + |q_s| ≤ √2·2^20``. Hence ``‖q(x)‖₂² ≤ m'·4^20`` and
+    ``‖q(x)‖₁ ≤ ⌊√2·m'·2^20⌋`` hold for the integers actually summed (``docs/features/rff.md``).
+
+    :param dim: number of data columns ``d``
+    :param num_features: ``m``, an even number (``m/2`` frequencies)
+    :param bandwidth: kernel bandwidth ``σ`` (public)
+    :param kernel: ``"gaussian"`` or ``"laplacian"``
+    :param seed: seed of the public frequencies
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> fm = dps.RFF(dim=2, num_features=8, bandwidth=0.5, seed=0)
+    >>> fm.transform(np.zeros((3, 2))).shape
+    (3, 8)
+    >>> round(fm.sensitivity(1), 4), round(fm.sensitivity(2), 4)   # √2·m' and √m', m' = 4
+    (5.6569, 2.0)
+    """
+
+    kernel_name = "gaussian / laplacian (shift-invariant)"
+
+    def __init__(
+        self,
+        dim: int,
+        num_features: int,
+        bandwidth: float = 1.0,
+        kernel: Literal["gaussian", "laplacian"] = "gaussian",
+        seed: int = 0,
+    ) -> None:
+        self.dim = _check_positive_int(dim, "dim")
+        m = _check_positive_int(num_features, "num_features")
+        if m % 2:
+            raise ValueError(f"num_features ({m}) must be even: features come in cos/sin pairs")
+        self.num_features = m
+        self.num_frequencies = m // 2
+        self.bandwidth = _check_positive_float(bandwidth, "bandwidth")
+        self.kernel = _check_kernel(kernel)
+        self.seed = _check_seed(seed)
+        self.frequencies = _draw_frequencies(
+            self.dim, self.num_frequencies, self.bandwidth, self.kernel, self.seed
+        )
+        self._omega32 = self.frequencies.astype(np.float32)
+        self.frac_bits = RFF_FRAC_BITS
+        self.gain = RFF_GAIN
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "dim": self.dim,
+            "num_features": self.num_features,
+            "bandwidth": self.bandwidth,
+            "kernel": self.kernel,
+            "seed": self.seed,
+        }
+
+    def _draws(self) -> list[np.ndarray]:
+        return [self.frequencies]
+
+    def transform(self, X: Any) -> np.ndarray:
+        Z = self._as_rows(X) @ self.frequencies
+        return np.concatenate([np.cos(Z), np.sin(Z)], axis=1)
+
+    def kernel_value(self, x: Any, y: Any) -> np.ndarray:
+        """The kernel ``k(x, y)`` that ``(1/m')⟨Φ(x), Φ(y)⟩`` estimates (broadcasting rows)."""
+        return _kernel_value(self.kernel, np.asarray(x, float) - np.asarray(y, float), self.bandwidth)
+
+    # -- fixed point ------------------------------------------------------------------------
+    def _scaled_pairs(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``γ·2^k·cos`` and ``γ·2^k·sin`` in float32, every pair certified ``a² + b² ≤ 4^k``."""
+        mult = np.float32(math.ldexp(self.gain, self.frac_bits))
+        Z = X.astype(np.float32) @ self._omega32
+        a = np.cos(Z)
+        a *= mult
+        np.sin(Z, out=Z)
+        Z *= mult
+        b = Z
+        # fl(a²+b²) >= (a²+b²)(1-2^-23) in float32, so fl(...) <= 4^k(1-2^-20) proves a²+b² <= 4^k
+        t = a * a
+        t += b * b
+        limit = np.float32(math.ldexp(1.0 - 2.0**-20, 2 * self.frac_bits))
+        if not (t.max(initial=0.0) <= limit):
+            a, b = _exact_pair_fix(a, b, self.frac_bits)
+        return a, b
+
+    def _fixed_block(self, X: np.ndarray) -> np.ndarray:
+        a, b = self._scaled_pairs(X)
+        return np.concatenate([a.astype(np.int64), b.astype(np.int64)], axis=1)
+
+    def _fixed_block_sum(self, X: np.ndarray) -> np.ndarray:
+        a, b = self._scaled_pairs(X)
+        # float32 -> int32 truncates toward zero: |q| <= |a|, so certified pairs stay certified
+        return np.concatenate(
+            [a.astype(np.int32).sum(axis=0, dtype=np.int64), b.astype(np.int32).sum(axis=0, dtype=np.int64)]
+        )
+
+    def _int_bound(self, p: Literal[1, 2]) -> int:
+        one = 1 << self.frac_bits
+        if p == 1:
+            # Σ_j |q_c|+|q_s| <= Σ_j √2·√(q_c²+q_s²) <= √2·m'·2^k
+            return math.isqrt(2 * (self.num_frequencies * one) ** 2)
+        return self.num_frequencies * one * one
+
+
+def _exact_pair_fix(a: np.ndarray, b: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rare path: make every truncated pair satisfy ``q_a² + q_b² ≤ 4^k`` exactly.
+
+    Non-finite values (from out-of-range inputs) become 0; others are clipped to ``±2^k``,
+    truncated, and the larger magnitude of a violating pair is stepped toward zero until the
+    integer inequality holds. Returns float32 arrays of integers (exact: ``|q| ≤ 2^k ≤ 2^24``).
+    """
+    one = 1 << frac_bits
+    qa = np.trunc(np.clip(np.where(np.isfinite(a), a, 0.0), -one, one)).astype(np.int64)
+    qb = np.trunc(np.clip(np.where(np.isfinite(b), b, 0.0), -one, one)).astype(np.int64)
+    limit = one * one
+    bad = qa * qa + qb * qb > limit
+    while bad.any():
+        step_a = bad & (np.abs(qa) >= np.abs(qb))
+        step_b = bad & ~step_a
+        qa[step_a] -= np.sign(qa[step_a])
+        qb[step_b] -= np.sign(qb[step_b])
+        bad = qa * qa + qb * qb > limit
+    return qa.astype(np.float32), qb.astype(np.float32)
+
+
+@register_feature_map
+class QuantizedRFF(FeatureMap):
+    r"""One-bit random Fourier features ``Φ(x)_j = sign(cos(ω_jᵀx + u_j)) ∈ {-1, +1}``.
+
+    Frequencies ``ω_j`` as in :class:`RFF`; dithers ``u_j ~ U[0, 2π)``. Averaging over the
+    dither, ``E_u[Φ(x)_j Φ(y)_j] = 1 - 2|δ|/π`` with ``δ = ω_jᵀ(x-y)`` wrapped to ``[-π, π]``
+    (a triangle wave), so ``(1/m)⟨Φ(x), Φ(y)⟩`` estimates a shift-invariant kernel.
+
+    **Sensitivity.** Every entry is exactly ``±1`` (an integer; no rounding anywhere), so
+    ``‖Φ(x)‖₁ = m`` and ``‖Φ(x)‖₂ = √m``.
+
+    :param dim: number of data columns
+    :param num_features: ``m`` (one frequency each)
+    :param bandwidth: bandwidth ``σ`` of the frequency distribution
+    :param kernel: ``"gaussian"`` or ``"laplacian"`` frequency distribution
+    :param seed: seed of the public frequencies and dithers
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> fm = dps.QuantizedRFF(dim=3, num_features=16, seed=1)
+    >>> sorted(set(fm.transform(np.ones((4, 3))).ravel().tolist()))
+    [-1.0, 1.0]
+    >>> fm.sensitivity(1), fm.sensitivity(2)
+    (16.0, 4.0)
+    """
+
+    kernel_name = "triangle-wave kernel of one-bit dithered RFF"
+
+    def __init__(
+        self,
+        dim: int,
+        num_features: int,
+        bandwidth: float = 1.0,
+        kernel: Literal["gaussian", "laplacian"] = "gaussian",
+        seed: int = 0,
+    ) -> None:
+        self.dim = _check_positive_int(dim, "dim")
+        self.num_features = _check_positive_int(num_features, "num_features")
+        self.bandwidth = _check_positive_float(bandwidth, "bandwidth")
+        self.kernel = _check_kernel(kernel)
+        self.seed = _check_seed(seed)
+        self.frequencies = _draw_frequencies(
+            self.dim, self.num_features, self.bandwidth, self.kernel, self.seed
+        )
+        self.dither = np.random.default_rng([self.seed, 1]).uniform(0.0, 2 * np.pi, self.num_features)
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "dim": self.dim,
+            "num_features": self.num_features,
+            "bandwidth": self.bandwidth,
+            "kernel": self.kernel,
+            "seed": self.seed,
+        }
+
+    def _draws(self) -> list[np.ndarray]:
+        return [self.frequencies, self.dither]
+
+    def _signs(self, X: np.ndarray) -> np.ndarray:
+        # NaN phases (inputs beyond float range) compare False and give -1: still ±1
+        return np.where(np.cos(X @ self.frequencies + self.dither) >= 0.0, 1, -1).astype(np.int8)
+
+    def transform(self, X: Any) -> np.ndarray:
+        return self._signs(self._as_rows(X)).astype(np.float64)
+
+    def _fixed_block(self, X: np.ndarray) -> np.ndarray:
+        return self._signs(X).astype(np.int64)
+
+    def _fixed_block_sum(self, X: np.ndarray) -> np.ndarray:
+        return self._signs(X).sum(axis=0, dtype=np.int64)
+
+    def _int_bound(self, p: Literal[1, 2]) -> int:
+        return self.num_features
+
