@@ -55,7 +55,8 @@ def box_domain(
     :raises ValueError: on malformed bounds or names
     :example:
 
-    >>> import numpy as np, opendp_sketch as dps
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
     >>> dom = dps.box_domain(bounds=(0.0, [1.0, 5.0]))
     >>> dom.descriptor.num_columns, dom.descriptor.upper
     (2, (1.0, 5.0))

@@ -147,7 +147,7 @@ def make_feature_sum(
     >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
     >>> t = dps.make_feature_sum(dps.box_domain((0.0, 1.0), num_columns=1),
     ...                          dp.symmetric_distance(), feature_map=fm, p=1)
-    >>> t(np.array([[0.1], [0.2], [0.9]])).tolist()
+    >>> t(np.array([[0.1], [0.2], [0.9]]))
     [2.0, 0.0, 0.0, 1.0]
     >>> t.map(1), t.output_metric
     (1.0, L1Distance(f64))
