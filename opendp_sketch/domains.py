@@ -84,7 +84,8 @@ def box_domain(
             and bool(np.all((x >= lo) & (x <= hi)))  # False for NaN
         )
 
-    ident = f"NPArray2BoxDomain(num_columns={lo.size}, lower={list(desc.lower)}, upper={list(desc.upper)})"
+    ident = f"NPArray2BoxDomain(num_columns={lo.size}, lower={list(desc.lower)}, upper={list(desc.upper)}"
+    ident += ")" if names is None else f", column_names={list(names)})"
     return dp.user_domain(ident, _member, desc)
 
 
