@@ -6,8 +6,9 @@ factory returning an OpenDP domain whose ``descriptor`` is a frozen dataclass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import opendp.prelude as dp

@@ -13,7 +13,8 @@ No noise is drawn anywhere else in this package.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import opendp.prelude as dp

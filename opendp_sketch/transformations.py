@@ -7,7 +7,8 @@ raises on a member of its input domain.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 import opendp.prelude as dp

@@ -215,10 +215,13 @@ class FeatureMap(ABC):
             for s in starts:
                 acc.add(part(s))
             return acc.total()
-        # numpy releases the GIL in its kernels; exact integer sums make the order irrelevant
+        # numpy releases the GIL in its kernels; exact integer sums make the order irrelevant.
+        # Chunks go out in waves so at most 2·jobs partial sums are alive at once.
+        wave = 2 * jobs
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for p in pool.map(part, starts):
-                acc.add(p)
+            for w in range(0, len(starts), wave):
+                for p in pool.map(part, starts[w : w + wave]):
+                    acc.add(p)
         return acc.total()
 
     # -- sensitivity ----------------------------------------------------------------------
