@@ -38,6 +38,9 @@ def check_bounds(bounds: Any, num_columns: int | None = None) -> tuple[np.ndarra
     hi = np.broadcast_to(hi, (width,)).copy()
     if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
         raise ValueError(f"bounds ({bounds!r}) must be finite")
+    with np.errstate(over="ignore"):
+        if not np.isfinite(hi - lo).all():
+            raise ValueError(f"bounds ({bounds!r}) must have a finite width (upper - lower)")
     if not (lo < hi).all():
         raise ValueError(f"bounds ({bounds!r}) must have lower < upper in every column")
     return lo, hi

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["Accumulator", "enforce_l1", "enforce_l2", "isqrt_ceil", "sqrt_up"]
+__all__ = ["Accumulator", "enforce_l1", "enforce_l2", "isqrt_ceil", "sqrt_up", "fixed_shape_matmul", "GEMM_ROWS"]
 
 _SPILL = 1 << 62
 
@@ -124,3 +124,27 @@ class Accumulator:
         if self._high is None:
             return low
         return [a + b for a, b in zip(self._high, low)]
+
+
+#: rows of every BLAS product in the feature maps (see :func:`fixed_shape_matmul`)
+GEMM_ROWS = 256
+
+
+def fixed_shape_matmul(X: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``X @ W`` computed in blocks of exactly :data:`GEMM_ROWS` rows (the tail zero-padded).
+
+    BLAS may round a row's dot products differently depending on the matrix shape (a single
+    row takes a gemv path, edge tiles other kernels). Calling it on one fixed shape makes each
+    row's result depend on the row alone, so exact integer sums come out identical whatever
+    the chunking, streaming or partitioning of the data.
+    """
+    n = X.shape[0]
+    out = np.empty((n, W.shape[1]), dtype=np.result_type(X, W))
+    full = n - n % GEMM_ROWS
+    for s in range(0, full, GEMM_ROWS):
+        np.matmul(X[s : s + GEMM_ROWS], W, out=out[s : s + GEMM_ROWS])
+    if full < n:
+        pad = np.zeros((GEMM_ROWS, X.shape[1]), dtype=X.dtype)
+        pad[: n - full] = X[full:]
+        out[full:] = (pad @ W)[: n - full]
+    return out

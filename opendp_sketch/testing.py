@@ -14,12 +14,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Literal, NamedTuple, Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from ._bounds import check_bounds
+from ._fixed import sqrt_up
 from .features.base import FeatureMap, feature_map_from_dict
 from .features.byclass import ByClass
 from .features.histogram import DyadicTrees, Histogram
@@ -79,11 +81,8 @@ def resolve_bounds(feature_map: FeatureMap, bounds: Any) -> tuple[np.ndarray, np
     >>> [v.tolist() for v in resolve_bounds(fm, (0.0, 1.0))]
     [[0.0, 0.0, 0.0], [1.0, 1.0, 2.0]]
     """
-    lo, hi = check_bounds(bounds)
-    if isinstance(feature_map, ByClass) and lo.size in (1, feature_map.dim) and (
-        lo.size != feature_map.input_dim or np.ndim(bounds[0]) == 0
-    ):
-        lo, hi = check_bounds((lo if lo.size > 1 else lo[0], hi if hi.size > 1 else hi[0]), feature_map.dim)
+    if isinstance(feature_map, ByClass) and check_bounds(bounds)[0].size != feature_map.input_dim:
+        lo, hi = check_bounds(bounds, feature_map.dim)
         return np.append(lo, 0.0), np.append(hi, float(feature_map.num_classes - 1))
     return check_bounds(bounds, feature_map.input_dim)
 
@@ -151,6 +150,14 @@ def _special_rows(fm: FeatureMap, lo: np.ndarray, hi: np.ndarray, rng: np.random
         for j in range(min(d, 8)):
             out.extend([c + r * np.eye(d)[j], c - r * np.eye(d)[j]])
         out.append(c.copy())
+        # lattice points v·2^-k with R² < ‖v‖² ≤ (2^k·r)², R = ⌊2^k·r⌋: inside the ball, yet their
+        # truncation exceeds R, so only the integer enforcement keeps ‖q_y‖ ≤ R
+        k, R = fm.frac_bits, fm._R
+        limit = (Fraction(r) * Fraction(2) ** k) ** 2
+        dirs = rng.standard_normal((512, d))
+        lattice = np.round(dirs / np.linalg.norm(dirs, axis=1, keepdims=True) * math.ldexp(r, k))
+        hits = [v for v in lattice if R * R < sum(int(a) ** 2 for a in v) <= limit]
+        out.extend(c + np.ldexp(v, -k) for v in hits[:8])
     elif isinstance(fm, RandomQuadratic):
         u = np.linalg.svd(fm.projections)[0][:, 0]  # top left singular vector maximises ‖Ωᵀy‖
         for s in (1.0, -1.0, 1 + 1e-12, -(1 + 1e-12)):
@@ -170,10 +177,9 @@ def _norm_maximisers(
 ) -> np.ndarray:
     """The ``n_top`` rows of a random pool (interior and surface) with the largest ‖q‖₁ and ‖q‖₂."""
     pool = rng.uniform(lo, hi, (n_pool, lo.size))
-    surface = rng.random(pool.shape) < 0.5
-    pool[: n_pool // 2] = np.where(surface[: n_pool // 2], np.where(rng.random(pool.shape) < 0.5, lo, hi), pool)[
-        : n_pool // 2
-    ]
+    snap = rng.random(pool.shape) < 0.5  # half the pool: random coordinates moved onto a face
+    snap[n_pool // 2 :] = False
+    pool = np.where(snap, np.where(rng.random(pool.shape) < 0.5, lo, hi), pool)
     q = fm.fixed_features(pool).astype(np.float64)
     l1 = np.abs(q).sum(axis=1)
     l2 = (q * q).sum(axis=1)
@@ -204,8 +210,9 @@ def adversarial_rows(
     (``±1e300``, ``±float max``) and tiny (subnormal, ``-0.0``) rows that clipping must absorb;
     the ``n_top`` rows of a random pool with the largest ``‖q(x)‖₁`` and ``‖q(x)‖₂``; map-specific
     extremes (RFF phases at odd multiples of ``π/4``, which maximise ``‖Φ‖₁``; points on and just
-    outside the Moments ball; the top singular direction of RandomQuadratic; rows on histogram and
-    dyadic bin edges); and ``n_random`` uniform rows of the box. For
+    outside the Moments ball, and lattice points whose truncation exceeds the integer radius; the
+    top singular direction of RandomQuadratic; rows on histogram and dyadic bin edges); and
+    ``n_random`` uniform rows of the box. For
     :class:`~opendp_sketch.ByClass`, the inner map's rows are paired with extreme labels
     (``-1``, ``C``, ``±0.5`` rounding cases, ``±inf``, NaN, ``±1e300``).
 
@@ -288,7 +295,7 @@ def check_neighbour_sensitivity(
     :param max_removals: at most this many single-row removals
     :param chunk_rows: passed to :meth:`FeatureMap.fixed_sum` (default: the library's)
     :param n_jobs: passed to :meth:`FeatureMap.fixed_sum`
-    :return: ``(observed, stated)``; ``observed`` is ``‖Δ‖₂`` (not squared) for ``p=2``
+    :return: ``(observed, stated)``; for ``p=2`` ``observed`` is ``‖Δ‖₂`` rounded up like ``stated``
     :raises AssertionError: if some neighbour moves the sum by more than
         ``feature_map.int_sensitivity(p)``, naming the row
     :example:
@@ -310,7 +317,8 @@ def check_neighbour_sensitivity(
     if chunk_rows is not None:
         kwargs["chunk_rows"] = chunk_rows
     stated = feature_map.int_sensitivity(p)
-    base = feature_map.fixed_sum(X, **kwargs)
+    with np.errstate(all="ignore"):  # extreme rows overflow on purpose
+        base = feature_map.fixed_sum(X, **kwargs)
 
     neighbours: list[tuple[str, np.ndarray, np.ndarray]] = []
     for i, r in enumerate(rows):
@@ -323,7 +331,8 @@ def check_neighbour_sensitivity(
 
     worst = 0
     for action, row, data in neighbours:
-        other = feature_map.fixed_sum(data, **kwargs)
+        with np.errstate(all="ignore"):
+            other = feature_map.fixed_sum(data, **kwargs)
         norm = _exact_norm([a - b for a, b in zip(other, base)], p)
         if not _within(norm, stated, p):
             shown = norm if p == 1 else f"sqrt({norm}) = {math.sqrt(norm)}"
@@ -332,7 +341,7 @@ def check_neighbour_sensitivity(
                 f"‖Δ‖_{p} = {shown} units, above int_sensitivity({p}) = {stated}"
             )
         worst = max(worst, norm)
-    return SensitivityCheck(float(worst) if p == 1 else math.sqrt(worst), stated)
+    return SensitivityCheck(float(worst) if p == 1 else sqrt_up(worst), stated)
 
 
 def check_row_norms(feature_map: FeatureMap, X: Any, clip: tuple[Any, Any] | None = None) -> RowNorms:
@@ -350,13 +359,14 @@ def check_row_norms(feature_map: FeatureMap, X: Any, clip: tuple[Any, Any] | Non
 
     >>> import numpy as np, opendp_sketch as dps
     >>> fm = dps.Moments(dim=2, radius=1.0)
-    >>> check_row_norms(fm, np.array([[3.0, 4.0], [np.inf, 0.0]]))
-    RowNorms(max_l1=2097152, max_l2_squared=2199023255552)
+    >>> check_row_norms(fm, np.array([[1.0, 0.0], [np.inf, 0.0]]))   # q = [2^26, 0, 2^26], 0
+    RowNorms(max_l1=134217728, max_l2_squared=9007199254740992)
     """
     X = np.asarray(X, dtype=np.float64).reshape(-1, feature_map.input_dim)
     if clip is not None:
         X = np.fmin(np.fmax(X, clip[0]), clip[1])
-    q = feature_map.fixed_features(X)
+    with np.errstate(all="ignore"):  # extreme rows overflow on purpose
+        q = feature_map.fixed_features(X)
     if q.dtype != np.int64 or q.shape != (X.shape[0], feature_map.num_features):
         raise AssertionError(f"{feature_map!r}: fixed_features returned {q.dtype} {q.shape}")
     bound1, bound2 = feature_map.int_sensitivity(1), feature_map._int_bound(2)
@@ -399,10 +409,12 @@ def check_sum_invariance(
     """
     X = np.asarray(X, dtype=np.float64).reshape(-1, feature_map.input_dim)
     clipped = X if clip is None else np.fmin(np.fmax(X, clip[0]), clip[1])
-    expected = [sum(col) for col in zip(*feature_map.fixed_features(clipped).tolist())]
+    with np.errstate(all="ignore"):  # extreme rows overflow on purpose
+        expected = [sum(col) for col in zip(*feature_map.fixed_features(clipped).tolist())]
+        sums = {(c, j): feature_map.fixed_sum(X, clip=clip, chunk_rows=c, n_jobs=j)
+                for c, j in itertools.product(chunk_rows, n_jobs)}
     expected = expected or [0] * feature_map.num_features
-    for c, j in itertools.product(chunk_rows, n_jobs):
-        got = feature_map.fixed_sum(X, clip=clip, chunk_rows=c, n_jobs=j)
+    for (c, j), got in sums.items():
         if got != expected:
             diff = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
             raise AssertionError(

@@ -201,6 +201,8 @@ class FeatureMap(ABC):
         """
         X = self._as_rows(X)
         chunk_rows = _check_positive_int(chunk_rows, "chunk_rows")
+        # a chunk's int64 column sums stay below 2^62, whatever the map's integer range
+        chunk_rows = min(chunk_rows, max(1, (1 << 62) // max(1, self._int_bound(1))))
         acc = Accumulator(self.num_features)
         starts = range(0, X.shape[0], chunk_rows)
 
@@ -208,7 +210,8 @@ class FeatureMap(ABC):
             chunk = X[s : s + chunk_rows]
             if clip is not None:
                 chunk = np.fmin(np.fmax(chunk, clip[0]), clip[1])
-            return self._fixed_block_sum(chunk)
+            with np.errstate(all="ignore"):  # errstate is per thread: set it in the worker
+                return self._fixed_block_sum(chunk)
 
         jobs = n_jobs if n_jobs is not None else min(os.cpu_count() or 1, 4)
         if jobs <= 1 or len(starts) <= 1:

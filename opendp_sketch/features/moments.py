@@ -21,12 +21,21 @@ from .base import (
 
 __all__ = ["Moments", "RandomQuadratic"]
 
-#: integer resolution of a bounded feature: its bound maps to about 2^20 units
-_RESOLUTION_BITS = 20
+#: the largest feature value maps to about 2^26 integer units
+_RESOLUTION_BITS = 26
+#: supported range of a map's feature bound; outside it, rescale the data by a public factor
+_MIN_BOUND, _MAX_BOUND = 2.0**-20, 2.0**20
 
 
-def _frac_bits_for(bound: float) -> int:
-    """``k`` with ``bound · 2^k ≤ 2^20`` (may be negative for huge bounds)."""
+def _frac_bits_for(bound: float, what: str) -> int:
+    """``k`` with ``2^25 < bound · 2^k ≤ 2^26``: the largest feature keeps 26 bits.
+
+    :raises ValueError: outside ``[2^-20, 2^20]``; rescale the data by a public factor.
+    """
+    if not (_MIN_BOUND <= bound <= _MAX_BOUND):
+        raise ValueError(
+            f"{what} ({bound:g}) must be between 2^-20 and 2^20; rescale the data by a public factor"
+        )
     return _RESOLUTION_BITS - math.ceil(math.log2(bound))
 
 
@@ -36,10 +45,15 @@ def _shift_down(v: Any, k: int) -> Any:
 
 
 def _clip_to_ball(Y: np.ndarray, radius: float) -> np.ndarray:
-    norms = np.linalg.norm(Y, axis=1, keepdims=True)
+    """Project rows onto the ball of ``radius`` (a row-wise map). Norms are computed on rows
+    scaled by their largest entry, so huge finite values are projected, not lost to overflow;
+    non-finite entries become 0 first."""
+    Y = np.nan_to_num(Y, nan=0.0, posinf=0.0, neginf=0.0)
+    peak = np.abs(Y).max(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(norms > radius, radius / norms, 1.0)
-    return np.nan_to_num(Y * factor, nan=0.0, posinf=0.0, neginf=0.0)
+        unit = np.where(peak > 0, Y / peak, 0.0)
+        norms = peak * np.linalg.norm(unit, axis=1, keepdims=True)
+        return np.where(norms > radius, unit * (radius / np.linalg.norm(unit, axis=1, keepdims=True)), Y)
 
 
 @register_feature_map
@@ -52,8 +66,9 @@ class Moments(FeatureMap):
 
     **Sensitivity.** ``‖y‖₂ ≤ r`` gives ``‖y‖₁ ≤ √d·r`` and ``‖Φ(x)‖₁ ≤ √d·r + r²``,
     ``‖Φ(x)‖₂ ≤ √(r² + r⁴)``. The implemented map quantizes ``q_y = trunc(2^k y)``, enforces
-    ``S = ‖q_y‖² ≤ R²`` with ``R = ⌊2^k r⌋`` in exact integers, and uses ``q_s = ⌊S / 2^k⌋`` for
-    ``‖y‖²``; then ``‖q‖₁ ≤ ⌊√d·R⌋ + ⌊R²/2^k⌋`` and ``‖q‖₂² ≤ R² + ⌊R²/2^k⌋²`` exactly.
+    ``‖q_y‖₂² ≤ R²`` with ``R = ⌊2^k r⌋`` in exact integers, and caps
+    ``q_s = min(trunc(2^k ‖y‖²), ⌊R²/2^k⌋)``; then ``‖q‖₁ ≤ ⌊√d·R⌋ + ⌊R²/2^k⌋`` and
+    ``‖q‖₂² ≤ R² + ⌊R²/2^k⌋²`` exactly (Cauchy–Schwarz on the integers for the first term).
 
     :param dim: number of data columns
     :param radius: public norm bound ``r``
@@ -77,8 +92,13 @@ class Moments(FeatureMap):
         if c.shape != (self.dim,) or not np.isfinite(c).all():
             raise ValueError(f"center must be {self.dim} finite numbers")
         self.center = c
+        if self.dim > 1024:
+            raise ValueError(f"dim ({self.dim}) must be at most 1024 (exact int64 squared norms)")
+        if not (2.0**-10 <= self.radius <= 2.0**10):
+            raise ValueError(f"radius ({self.radius:g}) must be between 2^-10 and 2^10; rescale the data")
         self.num_features = self.dim + 1
-        self.frac_bits = _frac_bits_for(max(self.radius, 1.0))
+        # both y (≤ r) and ‖y‖² (≤ r²) keep ≥ 16 bits; the larger of the two gets 26
+        self.frac_bits = _frac_bits_for(max(self.radius, self.radius**2), "radius")
         self._R = math.floor(math.ldexp(self.radius, self.frac_bits))
 
     def _params(self) -> dict[str, Any]:
@@ -91,9 +111,12 @@ class Moments(FeatureMap):
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
         Y = _clip_to_ball(X - self.center, self.radius)
         q = np.trunc(np.ldexp(Y, self.frac_bits)).astype(np.int64)
-        q = enforce_l2(q, self._R * self._R)
-        sq = np.einsum("ij,ij->i", q, q)  # exact int64: |q| ≤ 2^20, d·2^40 < 2^63 for d < 2^22
-        return np.concatenate([q, _shift_down(sq, self.frac_bits)[:, None]], axis=1)
+        R2 = self._R * self._R
+        q = enforce_l2(q, R2)
+        # ‖y‖² from the float row (no propagation of the truncation of y), capped at the bound
+        sq = np.trunc(np.ldexp(np.einsum("ij,ij->i", Y, Y), self.frac_bits))
+        sq = np.minimum(sq, float(_shift_down(R2, self.frac_bits))).astype(np.int64)
+        return np.concatenate([q, sq[:, None]], axis=1)
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         R2 = self._R * self._R
@@ -139,7 +162,7 @@ class RandomQuadratic(FeatureMap):
         rng = np.random.default_rng(self.seed)
         self.projections = rng.standard_normal((self.dim, self.num_features)) / math.sqrt(self.num_features)
         bound = float(np.linalg.norm(self.projections, 2)) ** 2 * self.radius**2 * (1 + 1e-6)
-        self.frac_bits = _frac_bits_for(max(bound, 1.0))
+        self.frac_bits = _frac_bits_for(bound, "‖Ω‖₂²·radius² (the feature bound)")
         self._B = math.ceil(math.ldexp(bound, self.frac_bits))
 
     def _params(self) -> dict[str, Any]:

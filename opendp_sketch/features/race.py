@@ -7,6 +7,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import ndtr
 
+from .._fixed import fixed_shape_matmul
 from .base import (
     OneHotFeatureMap,
     _check_positive_float,
@@ -111,7 +112,8 @@ class RACE(OneHotFeatureMap):
 
     def _buckets(self, X: np.ndarray) -> np.ndarray:
         n, K = X.shape[0], self.hashes_per_row
-        P = X @ self.projections
+        with np.errstate(invalid="ignore", over="ignore"):
+            P = fixed_shape_matmul(X, self.projections)
         if self.family == "l2":
             P += self.offsets
             P /= self.bucket_width
@@ -152,5 +154,9 @@ class RACE(OneHotFeatureMap):
             den = np.linalg.norm(xa, axis=-1) * np.linalg.norm(ya, axis=-1)
             with np.errstate(divide="ignore", invalid="ignore"):
                 cos = np.clip(np.where(den > 0, num / den, 1.0), -1.0, 1.0)
-            p = 1.0 - np.arccos(cos) / np.pi
+            p = (1.0 - np.arccos(cos) / np.pi) ** self.hashes_per_row
+            # the zero vector has every sign bit set (wᵀ0 = 0 ≥ 0): it meets y ≠ 0 w.p. 2^-K
+            xz = np.linalg.norm(xa, axis=-1) == 0
+            yz = np.linalg.norm(ya, axis=-1) == 0
+            return np.where(xz & yz, 1.0, np.where(xz | yz, 0.5**self.hashes_per_row, p))
         return p**self.hashes_per_row

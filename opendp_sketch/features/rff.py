@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._fixed import fixed_shape_matmul
 from .base import (
     FeatureMap,
     _check_positive_float,
@@ -127,8 +128,12 @@ class RFF(FeatureMap):
     # -- fixed point ------------------------------------------------------------------------
     def _scaled_pairs(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``γ·2^k·cos`` and ``γ·2^k·sin`` in float32, every pair certified ``a² + b² ≤ 4^k``."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self._scaled_pairs_unchecked(X)
+
+    def _scaled_pairs_unchecked(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         mult = np.float32(math.ldexp(self.gain, self.frac_bits))
-        Z = X.astype(np.float32) @ self._omega32
+        Z = fixed_shape_matmul(X.astype(np.float32), self._omega32)
         a = np.cos(Z)
         a *= mult
         np.sin(Z, out=Z)
@@ -242,7 +247,9 @@ class QuantizedRFF(FeatureMap):
 
     def _signs(self, X: np.ndarray) -> np.ndarray:
         # NaN phases (inputs beyond float range) compare False and give -1: still ±1
-        return np.where(np.cos(X @ self.frequencies + self.dither) >= 0.0, 1, -1).astype(np.int8)
+        with np.errstate(invalid="ignore", over="ignore"):
+            phase = fixed_shape_matmul(X, self.frequencies) + self.dither
+            return np.where(np.cos(phase) >= 0.0, 1, -1).astype(np.int8)
 
     def transform(self, X: Any) -> np.ndarray:
         return self._signs(self._as_rows(X)).astype(np.float64)
