@@ -11,7 +11,6 @@ import hashlib
 import json
 import math
 import os
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,11 +72,28 @@ class Sketch:
                 f"sum_units must be {self.feature_map.num_features} integers, got shape {s.shape} of {s.dtype}"
             )
         self.sum_units = s.astype(np.int64)
-        self.count = int(self.count)
+        c = self.count
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or abs(int(c)) > _I64_MAX:
+            raise ValueError(f"count ({c!r}) must be an integer in the int64 range")
+        self.count = int(c)
+        d = self.feature_map.input_dim
         if self.bounds is not None:
-            self.bounds = (list(map(float, self.bounds[0])), list(map(float, self.bounds[1])))
+            b = self.bounds
+            if not isinstance(b, (tuple, list)) or len(b) != 2 or any(
+                not isinstance(side, (list, tuple, np.ndarray)) or len(side) != d for side in b
+            ):
+                raise ValueError(f"bounds must be two sequences of {d} numbers")
+            lo, hi = (np.asarray(side, dtype=np.float64) for side in b)
+            if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
+                raise ValueError("bounds must be finite with lower < upper")
+            self.bounds = (lo.tolist(), hi.tolist())
         if self.column_names is not None:
-            self.column_names = [str(c) for c in self.column_names]
+            names = self.column_names
+            if not isinstance(names, (list, tuple)) or len(names) != d or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"column_names must be a list of {d} strings")
+            self.column_names = list(names)
+        if not isinstance(self.noise, dict) or not isinstance(self.privacy, dict):
+            raise ValueError("noise and privacy must be dicts")
 
     # -- estimates that every analysis starts from -------------------------------------------
     @property
@@ -177,14 +193,20 @@ class Sketch:
             another format or version
         """
         try:
-            with np.load(path, allow_pickle=False) as z:
+            z = np.load(path, allow_pickle=False)
+        except Exception as e:  # any failure to parse is a format error; nothing is executed
+            raise SketchFormatError(f"{path}: not a readable sketch file ({type(e).__name__})") from None
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise SketchFormatError(f"{path}: not a readable sketch file (a plain array, not a zip archive)")
+        try:
+            with z:
                 if set(z.files) != {"meta", "sum_units"}:
                     raise SketchFormatError(f"{path}: expected entries meta and sum_units, found {sorted(z.files)}")
                 meta = json.loads(z["meta"].tobytes().decode())
                 sum_units = z["sum_units"]
         except SketchFormatError:
             raise
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError, UnicodeDecodeError, KeyError) as e:
+        except Exception as e:  # truncated or corrupted entries (zlib, zip, JSON, unicode errors)
             raise SketchFormatError(f"{path}: not a readable sketch file ({type(e).__name__})") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise SketchFormatError(f"{path}: not an {FORMAT} file")
@@ -205,10 +227,10 @@ class Sketch:
                 count=meta["count"],
                 noise=dict(meta.get("noise") or {}),
                 privacy=dict(meta.get("privacy") or {}),
-                bounds=None if bounds is None else (bounds[0], bounds[1]),
+                bounds=bounds,
                 column_names=meta.get("column_names"),
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise SketchFormatError(f"{path}: invalid sketch contents: {e}") from None
 
 
@@ -217,4 +239,5 @@ def discrete_laplace_variance(scale: float) -> float:
     if scale == 0:
         return 0.0
     t = math.exp(-1.0 / scale)
-    return 2.0 * t / (1.0 - t) ** 2
+    r = -1.0 / math.expm1(-1.0 / scale)  # 1/(1-t) without cancellation; inf only past 1e154
+    return 2.0 * t * r * r

@@ -88,7 +88,10 @@ def make_box_clip(
         x = np.asarray(x, dtype=np.float64)
         if fill is not None:
             x = np.where(np.isnan(x), fill, x)
-        return np.fmin(np.fmax(x, lo), hi)  # NaN (outside the domain) lands on the lower bound
+        elif np.isnan(x).any():
+            # NaN is outside the input domain: refuse before any noise is drawn or budget spent
+            raise ValueError("data contains NaN; clean it or pass impute=<public value>")
+        return np.fmin(np.fmax(x, lo), hi)
 
     return dp.t.make_user_transformation(
         input_domain, input_metric, output_domain, input_metric, function, lambda d_in: d_in

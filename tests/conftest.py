@@ -1,0 +1,51 @@
+"""Shared fixtures: OpenDP features, seeded data.
+
+OpenDP's plugin API (``dp.register``, user domains, user transformations) needs the
+``"contrib"`` and ``"honest-but-curious"`` features; every test runs with both enabled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import opendp.prelude as dp
+import pytest
+
+import opendp_sketch as dps
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _opendp_features():
+    dp.enable_features("contrib", "honest-but-curious")
+    yield
+
+
+@pytest.fixture(scope="session")
+def secret() -> float:
+    """A distinctive data value: tests put it into bad data and check that errors never echo it."""
+    return 123456.789
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A fresh seeded generator for each test (data only: OpenDP's noise cannot be seeded)."""
+    return np.random.default_rng(20240611)
+
+
+@pytest.fixture(scope="session")
+def data2d() -> np.ndarray:
+    """400 rows, 2 columns, uniform on [0, 1]² (read-only)."""
+    X = np.random.default_rng(7).uniform(0.0, 1.0, size=(400, 2))
+    X.setflags(write=False)
+    return X
+
+
+@pytest.fixture(scope="session")
+def hist2d() -> dps.Histogram:
+    """A small public map for ``data2d``: 4 bins per column, Δ₁ = 2, Δ₂ = √2."""
+    return dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=2)
+
+
+@pytest.fixture(scope="session")
+def rff2d() -> dps.RFF:
+    """A random Fourier feature map for ``data2d`` (fixed-point, gain < 1)."""
+    return dps.RFF(dim=2, num_features=16, bandwidth=0.5, seed=3)
