@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["Accumulator", "enforce_l1", "enforce_l2", "isqrt_ceil", "sqrt_up", "fixed_shape_matmul", "GEMM_ROWS"]
+__all__ = ["Accumulator", "enforce_l1", "enforce_l2", "isqrt_ceil", "sqrt_up", "exact_bits", "quantize_rows", "quantize_columns", "exact_matmul", "rowwise_sq_norm"]
 
 _SPILL = 1 << 62
 
@@ -126,25 +126,57 @@ class Accumulator:
         return [a + b for a, b in zip(self._high, low)]
 
 
-#: rows of every BLAS product in the feature maps (see :func:`fixed_shape_matmul`)
-GEMM_ROWS = 256
+#: magnitude limits of :func:`quantize_rows`: larger values are clipped, smaller rows become 0,
+#: so no product in an exact matmul can overflow or become subnormal
+_ROW_MAX, _ROW_MIN = 2.0**300, 2.0**-300
 
 
-def fixed_shape_matmul(X: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """``X @ W`` computed in blocks of exactly :data:`GEMM_ROWS` rows (the tail zero-padded).
+def exact_bits(dim: int) -> int:
+    """Significant bits per factor such that every dot product of length ``dim`` between a
+    :func:`quantize_rows` row and a :func:`quantize_columns` column is exact in float64:
+    ``2·bits + ⌈log2 dim⌉ ≤ 52``.
 
-    BLAS may round a row's dot products differently depending on the matrix shape (a single
-    row takes a gemv path, edge tiles other kernels). Calling it on one fixed shape makes each
-    row's result depend on the row alone, so exact integer sums come out identical whatever
-    the chunking, streaming or partitioning of the data.
+    >>> exact_bits(10)
+    24
     """
-    n = X.shape[0]
-    out = np.empty((n, W.shape[1]), dtype=np.result_type(X, W))
-    full = n - n % GEMM_ROWS
-    for s in range(0, full, GEMM_ROWS):
-        np.matmul(X[s : s + GEMM_ROWS], W, out=out[s : s + GEMM_ROWS])
-    if full < n:
-        pad = np.zeros((GEMM_ROWS, X.shape[1]), dtype=X.dtype)
-        pad[: n - full] = X[full:]
-        out[full:] = (pad @ W)[: n - full]
-    return out
+    return (52 - math.ceil(math.log2(max(dim, 1)))) // 2
+
+
+def quantize_rows(X: np.ndarray, bits: int) -> np.ndarray:
+    """Round every row to ``bits`` significant bits relative to its largest entry (row-wise).
+
+    Row ``x`` with ``max|x| ≤ 2^e`` becomes ``rint(x·2^(bits-e))·2^(e-bits)``: integers of at
+    most ``bits`` bits times one power of two per row. NaN becomes 0, magnitudes are clipped to
+    ``2^300`` and rows below ``2^-300`` become 0. The result depends on the row alone.
+    """
+    Xc = np.clip(np.nan_to_num(X, nan=0.0, posinf=_ROW_MAX, neginf=-_ROW_MAX), -_ROW_MAX, _ROW_MAX)
+    peak = np.abs(Xc).max(axis=1, keepdims=True)
+    _, e = np.frexp(peak)  # peak = m·2^e with m in [0.5, 1): |x| ≤ 2^e
+    q = np.ldexp(np.rint(np.ldexp(Xc, bits - e)), e - bits)
+    return np.where(peak >= _ROW_MIN, q, 0.0)
+
+
+def quantize_columns(W: np.ndarray, bits: int) -> np.ndarray:
+    """:func:`quantize_rows` applied to the columns of ``W`` (public draws, done once)."""
+    return quantize_rows(np.asarray(W, dtype=np.float64).T, bits).T.copy()
+
+
+def exact_matmul(Xq: np.ndarray, Wq: np.ndarray) -> np.ndarray:
+    """``Xq @ Wq`` for quantized factors, where the float64 result is **exact**.
+
+    Entry ``(i, j)`` is ``Σ_k a_k b_k · 2^(s_i + t_j)`` with integers ``|a_k|, |b_k| ≤ 2^bits``;
+    by the choice of :func:`exact_bits` every partial sum is an integer below ``2^52`` times
+    that one power of two, hence representable. Any summation order, blocking, FMA use or
+    thread split gives the same, exact result: a row's output depends on that row alone (what
+    the add/remove-one-row argument needs), with no assumption about the BLAS library beyond
+    IEEE arithmetic, which is exact whenever the result is representable.
+    """
+    return Xq @ Wq
+
+
+def rowwise_sq_norm(Y: np.ndarray) -> np.ndarray:
+    """``Σ_j Y[:, j]²`` accumulated column by column: a row-wise deterministic squared norm."""
+    s = Y[:, 0] * Y[:, 0]
+    for j in range(1, Y.shape[1]):
+        s = s + Y[:, j] * Y[:, j]
+    return s

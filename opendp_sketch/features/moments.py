@@ -10,7 +10,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._fixed import enforce_l1, enforce_l2
+from .._fixed import (
+    enforce_l1,
+    enforce_l2,
+    exact_bits,
+    exact_matmul,
+    quantize_columns,
+    quantize_rows,
+    rowwise_sq_norm,
+)
 from .base import (
     FeatureMap,
     _check_positive_float,
@@ -52,8 +60,8 @@ def _clip_to_ball(Y: np.ndarray, radius: float) -> np.ndarray:
     peak = np.abs(Y).max(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         unit = np.where(peak > 0, Y / peak, 0.0)
-        norms = peak * np.linalg.norm(unit, axis=1, keepdims=True)
-        return np.where(norms > radius, unit * (radius / np.linalg.norm(unit, axis=1, keepdims=True)), Y)
+        unit_norm = np.sqrt(rowwise_sq_norm(unit))[:, None]  # row-wise deterministic (see _fixed)
+        return np.where(peak * unit_norm > radius, unit * (radius / unit_norm), Y)
 
 
 @register_feature_map
@@ -114,7 +122,7 @@ class Moments(FeatureMap):
         R2 = self._R * self._R
         q = enforce_l2(q, R2)
         # ‖y‖² from the float row (no propagation of the truncation of y), capped at the bound
-        sq = np.trunc(np.ldexp(np.einsum("ij,ij->i", Y, Y), self.frac_bits))
+        sq = np.trunc(np.ldexp(rowwise_sq_norm(Y), self.frac_bits))
         sq = np.minimum(sq, float(_shift_down(R2, self.frac_bits))).astype(np.int64)
         return np.concatenate([q, sq[:, None]], axis=1)
 
@@ -160,7 +168,8 @@ class RandomQuadratic(FeatureMap):
         self.radius = _check_positive_float(radius, "radius")
         self.seed = _check_seed(seed)
         rng = np.random.default_rng(self.seed)
-        self.projections = rng.standard_normal((self.dim, self.num_features)) / math.sqrt(self.num_features)
+        omega = rng.standard_normal((self.dim, self.num_features)) / math.sqrt(self.num_features)
+        self.projections = quantize_columns(omega, exact_bits(self.dim))
         bound = float(np.linalg.norm(self.projections, 2)) ** 2 * self.radius**2 * (1 + 1e-6)
         self.frac_bits = _frac_bits_for(bound, "‖Ω‖₂²·radius² (the feature bound)")
         self._B = math.ceil(math.ldexp(bound, self.frac_bits))
@@ -175,7 +184,8 @@ class RandomQuadratic(FeatureMap):
         return (_clip_to_ball(self._as_rows(X), self.radius) @ self.projections) ** 2
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
-        F = (_clip_to_ball(X, self.radius) @ self.projections) ** 2
+        Y = quantize_rows(_clip_to_ball(X, self.radius), exact_bits(self.dim))
+        F = exact_matmul(Y, self.projections) ** 2  # exact products: a function of the row alone
         q = np.trunc(np.minimum(np.ldexp(F, self.frac_bits), self._B)).astype(np.int64)
         return enforce_l1(q, self._B)
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import ndtr
 
-from .._fixed import fixed_shape_matmul
+from .._fixed import exact_bits, exact_matmul, quantize_columns, quantize_rows
 from .base import (
     OneHotFeatureMap,
     _check_positive_float,
@@ -85,7 +85,8 @@ class RACE(OneHotFeatureMap):
         self.num_features = self.rows * self.buckets
         rng = np.random.default_rng(self.seed)
         nh = self.rows * self.hashes_per_row
-        self.projections = rng.standard_normal((self.dim, nh))
+        # columns rounded so that projections of quantized rows are exact (row-wise determinism)
+        self.projections = quantize_columns(rng.standard_normal((self.dim, nh)), exact_bits(self.dim))
         self.offsets = rng.uniform(0.0, self.bucket_width, nh)
         self.hash_mult = rng.integers(1, _PRIME, (self.rows, self.hashes_per_row), dtype=np.int64)
         self.hash_add = rng.integers(0, _PRIME, self.rows, dtype=np.int64)
@@ -113,7 +114,7 @@ class RACE(OneHotFeatureMap):
     def _buckets(self, X: np.ndarray) -> np.ndarray:
         n, K = X.shape[0], self.hashes_per_row
         with np.errstate(invalid="ignore", over="ignore"):
-            P = fixed_shape_matmul(X, self.projections)
+            P = exact_matmul(quantize_rows(X, exact_bits(self.dim)), self.projections)
         if self.family == "l2":
             P += self.offsets
             P /= self.bucket_width

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._fixed import fixed_shape_matmul
+from .._fixed import exact_bits, exact_matmul, quantize_columns, quantize_rows
 from .base import (
     FeatureMap,
     _check_positive_float,
@@ -29,10 +29,22 @@ RFF_GAIN = 1.0 - 2.0**-12
 
 
 def _draw_frequencies(dim: int, count: int, bandwidth: float, kernel: str, seed: int) -> np.ndarray:
+    """Public frequencies, each column rounded to :func:`exact_bits` significant bits so that
+    phases ``Ωᵀx`` of quantized rows are exact in float64 (see :mod:`opendp_sketch._fixed`)."""
+    if not 2.0**-200 <= bandwidth <= 2.0**200:
+        raise ValueError(f"bandwidth ({bandwidth:g}) must be between 2^-200 and 2^200")
     rng = np.random.default_rng(seed)
     if kernel == "gaussian":
-        return rng.standard_normal((dim, count)) / bandwidth
-    return rng.standard_cauchy((dim, count)) / bandwidth
+        omega = rng.standard_normal((dim, count)) / bandwidth
+    else:
+        omega = rng.standard_cauchy((dim, count)) / bandwidth
+    return quantize_columns(omega, exact_bits(dim))
+
+
+def _phases(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """Exact float64 ``Xq @ Ω`` with ``Xq`` the row-wise quantized data: a function of each row
+    alone, whatever BLAS does (the add/remove-one-row argument needs that)."""
+    return exact_matmul(quantize_rows(X, exact_bits(X.shape[1])), omega)
 
 
 def _check_kernel(kernel: str) -> str:
@@ -57,8 +69,10 @@ class RFF(FeatureMap):
     * ``kernel="laplacian"``: ``ω_i ~ Cauchy(0, 1/σ)`` and ``k(x, y) = exp(-‖x-y‖₁/σ)``.
 
     **Sensitivity.** Each pair satisfies ``cos² + sin² = 1``, so ``‖Φ(x)‖₂ = √m'`` and
-    ``‖Φ(x)‖₁ ≤ √2·m'``. The implemented map quantizes ``γ·cos`` and ``γ·sin`` (computed in
-    float32) to integers ``q = trunc(2^20·γ·value)`` and *certifies* every pair:
+    ``‖Φ(x)‖₁ ≤ √2·m'``. The implemented map computes the phases ``Ωᵀx`` exactly in float64
+    from the row rounded to 24 significant bits (frequencies are stored rounded the same way, so
+    a row's result never depends on the rows around it), takes float32 ``cos``/``sin``, quantizes
+    ``γ·cos`` and ``γ·sin`` to integers ``q = trunc(2^20·γ·value)`` and *certifies* every pair:
     ``q_c² + q_s² ≤ 2^40``. A float32 check proves it for the whole chunk at once; any pair it
     cannot certify is shrunk in exact integer arithmetic. Cauchy–Schwarz on each pair then
     gives ``|q_c| + |q_s| ≤ √2·2^20``. Hence ``‖q(x)‖₂² ≤ m'·4^20`` and
@@ -101,7 +115,6 @@ class RFF(FeatureMap):
         self.frequencies = _draw_frequencies(
             self.dim, self.num_frequencies, self.bandwidth, self.kernel, self.seed
         )
-        self._omega32 = self.frequencies.astype(np.float32)
         self.frac_bits = RFF_FRAC_BITS
         self.gain = RFF_GAIN
 
@@ -133,7 +146,7 @@ class RFF(FeatureMap):
 
     def _scaled_pairs_unchecked(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         mult = np.float32(math.ldexp(self.gain, self.frac_bits))
-        Z = fixed_shape_matmul(X.astype(np.float32), self._omega32)
+        Z = _phases(X, self.frequencies).astype(np.float32)
         a = np.cos(Z)
         a *= mult
         np.sin(Z, out=Z)
@@ -248,7 +261,7 @@ class QuantizedRFF(FeatureMap):
     def _signs(self, X: np.ndarray) -> np.ndarray:
         # NaN phases (inputs beyond float range) compare False and give -1: still ±1
         with np.errstate(invalid="ignore", over="ignore"):
-            phase = fixed_shape_matmul(X, self.frequencies) + self.dither
+            phase = _phases(X, self.frequencies) + self.dither
             return np.where(np.cos(phase) >= 0.0, 1, -1).astype(np.int8)
 
     def transform(self, X: Any) -> np.ndarray:

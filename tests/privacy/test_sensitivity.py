@@ -292,3 +292,41 @@ def test_make_feature_sum_output_is_chunk_invariant_and_clipped():
         for c in (1, 7, 4096)
     ]
     assert outs[0] == outs[1] == outs[2] == [float(v) for v in check_sum_invariance(fm, X)]
+
+
+# -- row-wise determinism: a row's integers never depend on the rows around it -----------------
+# The add/remove-one-row argument needs Σ q over X ∪ {x*} minus Σ q over X to be exactly q(x*).
+# That fails if a row's integers depend on its position (e.g. a BLAS product that rounds a
+# 1-row block differently from a 256-row block). Wide rows (d = 64) make such rounding visible.
+WIDE = {
+    "rff": lambda: dps.RFF(dim=64, num_features=64, bandwidth=0.3, seed=11),
+    "rff-laplacian": lambda: dps.RFF(dim=64, num_features=64, bandwidth=0.3, kernel="laplacian", seed=11),
+    "quantized-rff": lambda: dps.QuantizedRFF(dim=64, num_features=64, bandwidth=0.3, seed=12),
+    "race-l2": lambda: dps.RACE(dim=64, rows=16, buckets=32, bucket_width=0.05, hashes_per_row=2, seed=13),
+    "race-srp": lambda: dps.RACE(dim=64, rows=16, buckets=64, family="srp", seed=14),
+    "random-quadratic": lambda: dps.RandomQuadratic(dim=64, num_features=40, radius=8.0, seed=15),
+    "moments": lambda: dps.Moments(dim=64, radius=8.0),
+}
+
+
+@pytest.mark.parametrize("name", list(WIDE))
+def test_row_integers_do_not_depend_on_position_or_neighbours(name):
+    fm = WIDE[name]()
+    rng = np.random.default_rng(20)
+    X = rng.normal(0, 1, (700, 64)) * rng.uniform(0.01, 3, (700, 1))
+    batch = fm.fixed_features(X)
+    alone = np.vstack([fm.fixed_features(X[i : i + 1]) for i in range(0, 700, 7)])
+    assert np.array_equal(batch[::7], alone)
+    shuffled = rng.permutation(700)
+    assert np.array_equal(fm.fixed_features(X[shuffled]), batch[shuffled])
+
+
+@pytest.mark.parametrize("name", list(WIDE))
+def test_removing_a_middle_row_changes_the_sum_by_exactly_its_integers(name):
+    fm = WIDE[name]()
+    rng = np.random.default_rng(21)
+    X = rng.normal(0, 1, (1000, 64))
+    full = np.array(fm.fixed_sum(X, chunk_rows=300), dtype=object)
+    for i in (0, 1, 255, 256, 599, 999):
+        rest = np.array(fm.fixed_sum(np.delete(X, i, axis=0), chunk_rows=300), dtype=object)
+        assert (full - rest).tolist() == fm.fixed_features(X[i : i + 1])[0].tolist()
