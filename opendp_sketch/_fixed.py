@@ -165,11 +165,13 @@ def exact_matmul(Xq: np.ndarray, Wq: np.ndarray) -> np.ndarray:
     """``Xq @ Wq`` for quantized factors, where the float64 result is **exact**.
 
     Entry ``(i, j)`` is ``Σ_k a_k b_k · 2^(s_i + t_j)`` with integers ``|a_k|, |b_k| ≤ 2^bits``;
-    by the choice of :func:`exact_bits` every partial sum is an integer below ``2^52`` times
-    that one power of two, hence representable. Any summation order, blocking, FMA use or
-    thread split gives the same, exact result: a row's output depends on that row alone (what
-    the add/remove-one-row argument needs), with no assumption about the BLAS library beyond
-    IEEE arithmetic, which is exact whenever the result is representable.
+    by the choice of :func:`exact_bits` every partial sum is an integer of magnitude at most
+    ``2^52`` times that one power of two, hence representable (and never subnormal, by the
+    magnitude limits of :func:`quantize_rows`). Any summation order, blocking, FMA use or thread
+    split gives the same exact result, so a row's output depends on that row alone — what the
+    add/remove-one-row argument needs. Assumed of the BLAS: a classical product (each entry a sum
+    of its ``d`` IEEE products; no Strassen-type or reduced-precision mode), as in OpenBLAS, MKL
+    and Accelerate's default modes.
     """
     return Xq @ Wq
 

@@ -218,8 +218,11 @@ class Sketch:
             raise SketchFormatError(f"{path}: sum_units must be a 1-D int64 array")
         if meta.get("sha256") != _digest(meta, sum_units):
             raise SketchFormatError(f"{path}: checksum mismatch; the file was modified or corrupted")
+        spec = meta.get("feature_map")
+        if not isinstance(spec, dict) or not isinstance(spec.get("fingerprint"), str):
+            raise SketchFormatError(f"{path}: invalid sketch contents: the feature map spec has no fingerprint")
         try:
-            fm = feature_map_from_dict(meta["feature_map"])
+            fm = feature_map_from_dict(spec)
             bounds = meta.get("bounds")
             return cls(
                 feature_map=fm,

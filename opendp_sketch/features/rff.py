@@ -70,8 +70,9 @@ class RFF(FeatureMap):
 
     **Sensitivity.** Each pair satisfies ``cos² + sin² = 1``, so ``‖Φ(x)‖₂ = √m'`` and
     ``‖Φ(x)‖₁ ≤ √2·m'``. The implemented map computes the phases ``Ωᵀx`` exactly in float64
-    from the row rounded to 24 significant bits (frequencies are stored rounded the same way, so
-    a row's result never depends on the rows around it), takes float32 ``cos``/``sin``, quantizes
+    from the row rounded to ``exact_bits(d)`` (21–26) significant bits (frequencies are stored
+    rounded the same way, so a row's result never depends on the rows around it), takes float32
+    ``cos``/``sin``, quantizes
     ``γ·cos`` and ``γ·sin`` to integers ``q = trunc(2^20·γ·value)`` and *certifies* every pair:
     ``q_c² + q_s² ≤ 2^40``. A float32 check proves it for the whole chunk at once; any pair it
     cannot certify is shrunk in exact integer arithmetic. Cauchy–Schwarz on each pair then
