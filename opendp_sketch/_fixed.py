@@ -151,9 +151,13 @@ def quantize_rows(X: np.ndarray, bits: int) -> np.ndarray:
     """
     Xc = np.clip(np.nan_to_num(X, nan=0.0, posinf=_ROW_MAX, neginf=-_ROW_MAX), -_ROW_MAX, _ROW_MAX)
     peak = np.abs(Xc).max(axis=1, keepdims=True)
+    peak[peak < _ROW_MIN] = 0.0  # such rows become 0 below
     _, e = np.frexp(peak)  # peak = m·2^e with m in [0.5, 1): |x| ≤ 2^e
-    q = np.ldexp(np.rint(np.ldexp(Xc, bits - e)), e - bits)
-    return np.where(peak >= _ROW_MIN, q, 0.0)
+    # multiplying by powers of two is exact here (no overflow, results are normal or zero)
+    up = np.ldexp(1.0, bits - e)
+    q = np.rint(Xc * up)
+    q *= np.ldexp(1.0, e - bits)
+    return np.where(peak > 0, q, 0.0)
 
 
 def quantize_columns(W: np.ndarray, bits: int) -> np.ndarray:

@@ -18,7 +18,6 @@ from .base import (
 
 __all__ = ["RACE"]
 
-_PRIME = (1 << 31) - 1
 _FAMILIES = ("l2", "srp")
 
 
@@ -27,10 +26,12 @@ class RACE(OneHotFeatureMap):
     r"""RACE count array: ``R`` rows of ``W`` buckets; a point adds 1 to one bucket per row.
 
     Row ``r`` hashes ``x`` with ``K`` independent locality-sensitive hashes and maps the
-    ``K``-tuple to a bucket with a public universal hash
-    ``((Σ_k a_k·h_k + c) mod P) mod W`` (``P = 2^31 - 1``). Families:
+    ``K``-tuple to a bucket with a public multiply-add-shift hash:
+    ``u = (Σ_k a_k·h_k + c) mod 2^64`` (odd random ``a_k``), bucket ``= ⌊⌊u / 2^32⌋·W / 2^32⌋``.
+    Families:
 
-    * ``"l2"`` (p-stable): ``h(x) = ⌊(wᵀx + b)/r⌋``, ``w ~ N(0, I)``, ``b ~ U[0, r)``;
+    * ``"l2"`` (p-stable): ``h(x) = ⌊(wᵀx + b)/r⌋``, ``w ~ N(0, I)``, ``b ~ U[0, r)`` (stored
+      pre-divided by ``r``);
     * ``"srp"`` (angular, signed random projections): ``K`` sign bits of ``wᵀx``; when
       ``2^K ≤ W`` the ``K``-bit code is the bucket itself.
 
@@ -86,10 +87,17 @@ class RACE(OneHotFeatureMap):
         rng = np.random.default_rng(self.seed)
         nh = self.rows * self.hashes_per_row
         # columns rounded so that projections of quantized rows are exact (row-wise determinism)
-        self.projections = quantize_columns(rng.standard_normal((self.dim, nh)), exact_bits(self.dim))
-        self.offsets = rng.uniform(0.0, self.bucket_width, nh)
-        self.hash_mult = rng.integers(1, _PRIME, (self.rows, self.hashes_per_row), dtype=np.int64)
-        self.hash_add = rng.integers(0, _PRIME, self.rows, dtype=np.int64)
+        w = rng.standard_normal((self.dim, nh))
+        b = rng.uniform(0.0, 1.0, nh)
+        if self.family == "l2":  # h = ⌊wᵀx/r + b/r⌋: fold r into the public draws once
+            w = w / self.bucket_width
+        # columns rounded so that projections of quantized rows are exact (row-wise determinism)
+        self.projections = quantize_columns(w, exact_bits(self.dim))
+        self.offsets = b
+        # inputs beyond ±limit are clipped so every projection stays below 2^61 (safe int cast)
+        self._limit = 2.0**61 / max(float(np.abs(self.projections).sum(axis=0).max()), 1.0)
+        self.hash_mult = rng.integers(0, 2**63, (self.rows, self.hashes_per_row), dtype=np.uint64) * 2 + 1
+        self.hash_add = rng.integers(0, 2**63, self.rows, dtype=np.uint64) * 2
         self._direct = self.family == "srp" and (1 << self.hashes_per_row) <= self.buckets
 
     def _params(self) -> dict[str, Any]:
@@ -113,25 +121,29 @@ class RACE(OneHotFeatureMap):
 
     def _buckets(self, X: np.ndarray) -> np.ndarray:
         n, K = X.shape[0], self.hashes_per_row
-        with np.errstate(invalid="ignore", over="ignore"):
-            P = exact_matmul(quantize_rows(X, exact_bits(self.dim)), self.projections)
+        Xq = quantize_rows(np.clip(X, -self._limit, self._limit), exact_bits(self.dim))
+        P = exact_matmul(Xq, self.projections)
         if self.family == "l2":
             P += self.offsets
-            P /= self.bucket_width
-            # non-finite or huge projections map to a fixed code: still exactly one bucket per row
-            np.nan_to_num(P, copy=False, nan=0.0, posinf=2.0**62, neginf=-(2.0**62))
-            np.clip(P, -(2.0**62), 2.0**62, out=P)
-            h = np.floor(P).astype(np.int64).reshape(n, self.rows, K)
+            np.floor(P, out=P)
+            h = P.astype(np.int64).reshape(n, self.rows, K)  # |P| < 2^61 + 1: exact cast
         else:
-            h = (P >= 0).astype(np.int64).reshape(n, self.rows, K)
+            h = (P >= 0).reshape(n, self.rows, K)
         if self._direct:
-            return (h << np.arange(K, dtype=np.int64)).sum(axis=2)
-        h %= _PRIME
-        code = np.broadcast_to(self.hash_add, (n, self.rows)).copy()
-        for k in range(K):
-            code += h[:, :, k] * self.hash_mult[:, k]
-            code %= _PRIME
-        return code % self.buckets
+            code = h[:, :, 0].astype(np.int64)
+            for k in range(1, K):
+                code += h[:, :, k].astype(np.int64) << k
+            return code
+        # multiply-add-shift in wrapping uint64 arithmetic, then the top 32 bits scaled to [0, W)
+        h = h.astype(np.int64, copy=False)
+        u = h[:, :, 0].view(np.uint64) * self.hash_mult[:, 0]
+        for k in range(1, K):
+            u += h[:, :, k].view(np.uint64) * self.hash_mult[:, k]
+        u += self.hash_add
+        top = u.view(np.uint32)[..., 1::2] if np.little_endian else u.view(np.uint32)[..., 0::2]
+        u = top * np.uint64(self.buckets)
+        u >>= np.uint64(32)
+        return u.view(np.int64)
 
     def _flat(self, X: np.ndarray) -> np.ndarray:
         return self._buckets(X) + np.arange(self.rows) * self.buckets

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import opendp_sketch as dps
+from opendp_sketch._fixed import exact_bits, quantize_rows
 from opendp_sketch.testing import check_roundtrip, check_sum_invariance
 
-P = (1 << 31) - 1
 X_PROBE = np.random.default_rng(7).uniform(-2.0, 2.0, (50, 3))
 
 MAPS = {
@@ -23,23 +23,26 @@ MAPS = {
 
 
 def _universal(fm: dps.RACE, r: int, codes: list[int]) -> int:
-    """((Σ_k a_k·h_k + c) mod P) mod W with Python integers."""
-    acc = int(fm.hash_add[r]) + sum(int(a) * (h % P) for a, h in zip(fm.hash_mult[r], codes))
-    return acc % P % fm.buckets
+    """Multiply-add-shift with Python integers: u = (Σ a_k·h_k + c) mod 2^64, ⌊⌊u/2^32⌋·W/2^32⌋."""
+    u = (int(fm.hash_add[r]) + sum(int(a) * h for a, h in zip(fm.hash_mult[r], codes))) % 2**64
+    return ((u >> 32) * fm.buckets) >> 32
 
 
 def _hand_buckets(fm: dps.RACE, x: np.ndarray) -> list[int]:
+    # the map projects the row rounded to exact_bits(d) significant bits (exact products)
+    xq = quantize_rows(x[None], exact_bits(fm.dim))[0]
     out = []
     for r in range(fm.rows):
         cols = range(r * fm.hashes_per_row, (r + 1) * fm.hashes_per_row)
         if fm.family == "srp":
-            bits = [int(float(x @ fm.projections[:, c]) >= 0) for c in cols]
+            bits = [int(float(xq @ fm.projections[:, c]) >= 0) for c in cols]
             if 2**fm.hashes_per_row <= fm.buckets:
                 out.append(sum(b << k for k, b in enumerate(bits)))
             else:
                 out.append(_universal(fm, r, bits))
         else:
-            codes = [math.floor((float(x @ fm.projections[:, c]) + fm.offsets[c]) / fm.bucket_width) for c in cols]
+            # projections are stored divided by the bucket width, offsets are U[0, 1)
+            codes = [math.floor(float(xq @ fm.projections[:, c]) + fm.offsets[c]) for c in cols]
             out.append(_universal(fm, r, codes))
     return out
 
