@@ -118,6 +118,15 @@ class Accumulator:
         self._add_high(self._low)
         self._low[:] = 0
 
+    def clipped(self, limit: int) -> np.ndarray:
+        """The exact sum saturated to ``[-limit, limit]`` (``limit < 2^63``) as ``int64``.
+
+        Saturation is 1-Lipschitz per coordinate, so it never increases a sensitivity.
+        """
+        if self._high is None:
+            return np.clip(self._low, -limit, limit)
+        return np.array([min(max(v, -limit), limit) for v in self.total()], dtype=np.int64)
+
     def total(self) -> list[int]:
         """The exact sum as a list of Python ints."""
         low = [int(v) for v in self._low]

@@ -212,6 +212,16 @@ class FeatureMap(ABC):
         :param n_jobs: threads (default: up to 4, one per core); integer accumulation makes the
             result identical for every ``chunk_rows`` and ``n_jobs``
         """
+        return self._accumulate(X, clip, chunk_rows, n_jobs).total()
+
+    def _accumulate(
+        self,
+        X: Any,
+        clip: tuple[np.ndarray, np.ndarray] | None,
+        chunk_rows: int,
+        n_jobs: int | None,
+    ) -> Accumulator:
+        """The chunked, threaded exact sum behind :meth:`fixed_sum`, as an :class:`Accumulator`."""
         X = self._as_rows(X)
         chunk_rows = _check_positive_int(chunk_rows, "chunk_rows")
         # a chunk's int64 column sums stay below 2^62, whatever the map's integer range
@@ -233,7 +243,7 @@ class FeatureMap(ABC):
             if jobs <= 1 or len(starts) <= 1:
                 for s in starts:
                     acc.add(part(s))
-                return acc.total()
+                return acc
             # numpy releases the GIL in its kernels; exact integer sums make the order irrelevant.
             # Chunks go out in waves so at most 2·jobs partial sums are alive at once.
             wave = 2 * jobs
@@ -241,7 +251,7 @@ class FeatureMap(ABC):
                 for w in range(0, len(starts), wave):
                     for p in pool.map(part, starts[w : w + wave]):
                         acc.add(p)
-        return acc.total()
+        return acc
 
     # -- sensitivity ----------------------------------------------------------------------
     @property

@@ -47,3 +47,16 @@ def test_quantize_rows_handles_non_finite_and_tiny_rows():
     assert Q[1].tolist() == [2.0**300, -(2.0**300)]
     assert Q[2].tolist() == [0.0, 0.0]
     assert np.abs(Q[3]).max() <= 2.0**300
+
+
+def test_accumulator_clipped_saturates_exactly_with_and_without_spill():
+    from opendp_sketch._fixed import Accumulator
+
+    acc = Accumulator(3)
+    acc.add(np.array([5, -7, 2], dtype=np.int64))
+    assert acc.clipped(6).tolist() == [5, -6, 2]
+    big = np.array([2**62 - 1, -(2**62 - 1), 0], dtype=np.int64)
+    for _ in range(4):  # forces the spill into Python integers
+        acc.add(big)
+    assert acc.total() == [4 * (2**62 - 1) + 5, -4 * (2**62 - 1) - 7, 2]
+    assert acc.clipped(2**63 - 1).tolist() == [2**63 - 1, -(2**63 - 1), 2]
