@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run every benchmark in full mode, one after another (never in parallel: they time each other).
+# Usage (from anywhere):  bash benchmarks/run_all.sh        # PYTHON=/path/to/python to override
+# Results: benchmarks/results/<name>.md and benchmarks/results/<name>.png
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python}"
+for name in bench_feature_sum bench_race bench_noise; do
+    echo "=== ${name} ==="
+    "$PYTHON" "benchmarks/${name}.py" "$@"
+done
