@@ -15,7 +15,7 @@ during the call minus RSS just before it; see ``_common.py``). Runs are interlea
 across configurations so slow drifts of the machine load hit all of them alike. Medians are
 reported. Accuracy: max |opendp_sketch sum / gain − one-shot float64 sum| / n.
 
-Usage: ``/tmp/venv/bin/python benchmarks/bench_feature_sum.py [--quick] [--out-dir DIR]``
+Usage: ``python benchmarks/bench_feature_sum.py [--quick] [--out-dir DIR]``
 """
 
 from __future__ import annotations

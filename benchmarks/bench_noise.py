@@ -19,7 +19,7 @@ Each (m, component) is timed in-process ``--repeats`` times (default 5) after on
 m = 10^6 a component whose first (warm-up) call takes longer than ``SLOW_S`` seconds is measured
 only once, reusing that call. A second table sweeps the noise scale at m = 10^4.
 
-Usage: ``/tmp/venv/bin/python benchmarks/bench_noise.py [--quick] [--out-dir DIR]``
+Usage: ``python benchmarks/bench_noise.py [--quick] [--out-dir DIR]``
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ For each configuration (in-process, one warm-up call, then ``--repeats`` timed c
 Peak extra memory (RSS) of ``fixed_sum`` and of ``release_sketch`` is measured in fresh
 subprocesses (``--repeats`` each, median); see ``_common.py``.
 
-Usage: ``/tmp/venv/bin/python benchmarks/bench_race.py [--quick] [--out-dir DIR]``
+Usage: ``python benchmarks/bench_race.py [--quick] [--out-dir DIR]``
 """
 
 from __future__ import annotations
