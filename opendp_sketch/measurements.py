@@ -311,12 +311,24 @@ def release_sketch(
             chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
         return chain
 
-    # every valid scale is at least ref (the count takes a share too): bracketing the search
-    # keeps it to ~60 steps instead of ~1000
-    p = 1 if measure == dp.max_divergence() else 2
-    per_unit = {"epsilon": d_out, "rho": math.sqrt(2 * d_out) if budget == "rho" else d_out}.get(budget)
-    ref = contributions * feature_map.sensitivity(p) / (per_unit if per_unit is not None else d_out[0])
-    meas = dp.binary_search_chain(build, d_in=contributions, d_out=d_out, bounds=(ref * 0.5, ref * 1e4))
+    # bracket the search around the analytic scale (~60 steps instead of ~1000): Laplace needs
+    # d_in·Δ₁/(ε(1-c)) and ρ-zCDP d_in·Δ₂/√(2ρ(1-c)), both above ref; (ε, δ) Gaussian stays
+    # mostly within [ref/20, 10⁴·ref]; extreme δ fall back to wider brackets
+    if budget == "epsilon":
+        ref = contributions * feature_map.sensitivity(1) / d_out
+    elif budget == "rho":
+        ref = contributions * feature_map.sensitivity(2) / math.sqrt(2 * d_out)
+    else:
+        ref = contributions * feature_map.sensitivity(2) / d_out[0]
+    meas = None
+    for lo_f, hi_f in ((1 / 20, 1e4), (1.0, 1e8), (1e-4, 1 / 20)):
+        try:
+            meas = dp.binary_search_chain(build, d_in=contributions, d_out=d_out, bounds=(ref * lo_f, ref * hi_f))
+            break
+        except (ValueError, dp.OpenDPException):  # boundary outside, or loss overflow at tiny scales
+            continue
+    if meas is None:
+        meas = dp.binary_search_chain(build, d_in=contributions, d_out=d_out, T=float)
     sketch = meas(X)
     spent = meas.map(contributions)
     sketch.privacy = {"measure": str(meas.output_measure), "d_in": contributions, **_spent(budget, spent)}

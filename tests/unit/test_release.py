@@ -554,3 +554,22 @@ def test_make_private_sketch_privacy_map(box2, hist2d):
         box2, dp.symmetric_distance(), dp.zero_concentrated_divergence(), hist2d, 4.0, count_fraction=0.2
     )
     assert gau.map(3) == pytest.approx((3 * hist2d.sensitivity(2)) ** 2 / (2 * 16.0 * 0.8), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        {"epsilon": 0.001, "delta": 0.5},
+        {"epsilon": 20.0, "delta": 1e-300},
+        {"epsilon": 1e-3},
+        {"epsilon": 200.0},
+        {"rho": 1e-6},
+    ],
+    ids=str,
+)
+def test_extreme_budgets_are_spent_fully_and_never_exceeded(data2d, hist2d, budget):
+    sk = dps.release_sketch(data2d, hist2d, bounds=(0.0, 1.0), **budget)
+    key = "rho" if "rho" in budget else "epsilon"
+    assert budget[key] * 0.99 <= sk.privacy[key] <= budget[key]
+    if "delta" in budget:
+        assert sk.privacy["delta"] <= budget["delta"]
