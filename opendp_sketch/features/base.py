@@ -64,6 +64,14 @@ def feature_map_from_dict(spec: dict[str, Any]) -> FeatureMap:
     return fm
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (respects affinity masks, unlike ``os.cpu_count``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 _BLAS_CONTROLLER: Any = None
 
 
@@ -226,6 +234,8 @@ class FeatureMap(ABC):
         chunk_rows = _check_positive_int(chunk_rows, "chunk_rows")
         # a chunk's int64 column sums stay below 2^62, whatever the map's integer range
         chunk_rows = min(chunk_rows, max(1, (1 << 62) // max(1, self._int_bound(1))))
+        # and a chunk's working arrays stay near 2^22 entries per thread, whatever m is
+        chunk_rows = min(chunk_rows, max(16, (1 << 22) // max(1, self._row_width())))
         acc = Accumulator(self.num_features)
         starts = range(0, X.shape[0], chunk_rows)
 
@@ -236,7 +246,7 @@ class FeatureMap(ABC):
             with np.errstate(all="ignore"):  # errstate is per thread: set it in the worker
                 return self._fixed_block_sum(chunk)
 
-        jobs = n_jobs if n_jobs is not None else min(os.cpu_count() or 1, 4)
+        jobs = n_jobs if n_jobs is not None else min(_usable_cpus(), 4)
         # chunk products are small: BLAS threads would only oversubscribe the cores our own
         # workers use (measured: 2x slower on 2 cores), so BLAS runs single-threaded here
         with _single_threaded_blas():
@@ -252,6 +262,10 @@ class FeatureMap(ABC):
                     for p in pool.map(part, starts[w : w + wave]):
                         acc.add(p)
         return acc
+
+    def _row_width(self) -> int:
+        """Entries of working memory per row in a chunk (dense maps: ``m``)."""
+        return self.num_features
 
     # -- sensitivity ----------------------------------------------------------------------
     @property
@@ -311,3 +325,7 @@ class OneHotFeatureMap(FeatureMap):
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         return self._ones_per_row()
+
+    def _row_width(self) -> int:
+        # chunks hold indices of the ones (RACE: one per LSH row), never a dense row
+        return self._ones_per_row() * 4
