@@ -94,9 +94,9 @@ def _hist_quantile(sketch, column: int, q: float) -> float:
     fm = sketch.feature_map
     start = int(fm.offsets[column])
     counts = np.maximum(sketch.sum[start : start + int(fm.bins[column])], 0.0)
-    cdf = np.cumsum(counts) / max(counts.sum(), 1.0)
-    i = int(np.searchsorted(cdf, q))
-    return (i + 0.5) / fm.bins[column]
+    cdf = np.concatenate([[0.0], np.cumsum(counts) / max(counts.sum(), 1.0)])
+    edges = np.linspace(0.0, 1.0, int(fm.bins[column]) + 1)
+    return float(np.interp(q, cdf, edges))  # linear within the bin, like a histogram's CDF
 
 
 def _inspect(args: argparse.Namespace) -> int:
