@@ -1,0 +1,481 @@
+r"""Moment-to-moment (M2M) estimation: any average of a function from one released sketch.
+
+The analyst draws public samples ``x̃_1..x̃_ns`` from a prior ``ψ`` on the public box and fits a
+ridge model ``⟨a_f, Φ(x)⟩ ≈ f(x)``. The estimate of ``f̄ = (1/n) Σ f(x_i)`` is ``⟨a_f, ẑ⟩``. With
+``P = Φ(x̃)`` and ``G = PᵀP/ns``, ``a_f = (G + λI)⁻¹ PᵀF/ns``, so
+
+.. math:: ⟨a_f, ẑ⟩ = (1/ns) Σ_i w_i f(x̃_i), \qquad w = P (G + λI)^{-1} ẑ
+
+and **one weight vector** ``w`` serves every query: the sketch becomes a weighted synthetic dataset
+(implicit-M2M). Everything here is post-processing of the released sketch and public draws.
+
+Choosing ``λ``. ``G = V diag(s) Vᵀ`` is diagonalised once, after which any ``λ`` costs ``O(m·q)``
+for ``q`` queries. ``lam="auto"`` minimises, over a reference family of queries (every column's
+mean, second moment and CDF at interior points), the expected squared error of the estimate when
+the data follow the prior::
+
+    (E_ψ r)² + Var_ψ(r) / n̂ + ‖a‖² σ_ξ² / n̂²,     r = f − ⟨a, Φ⟩,
+
+each query normalised by ``Var_ψ f``. Its ingredients are public: the prior samples, the released
+noise variance ``σ_ξ²`` and the released count ``n̂``. Theorem 3.1 of the M2M paper bounds the same
+error by ``E_ψ r² + ‖a‖² σ_ξ²/n²`` (minimised by ``λ = σ_ξ²/n²``, ``lam="theorem"``); the paper's
+experiments used the larger ``λ = σ_ξ²/n̂`` (eq. 5, ``lam="paper"``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Union
+
+import numpy as np
+import polars as pl
+import scipy.linalg
+import scipy.sparse
+
+from ..features.base import FeatureMap, OneHotFeatureMap
+from ..features.byclass import ByClass
+from ..sketch import Sketch
+
+__all__ = ["M2M", "Prior"]
+
+#: A user prior: ``prior(n, rng) -> (n, d)`` array of public points inside the box.
+Prior = Callable[[int, np.random.Generator], np.ndarray]
+Query = Union[Callable[[np.ndarray], Any], pl.Expr, Sequence[pl.Expr]]
+
+_CHUNK = 8192
+_N_CDF_REF = 8
+_MAX_REF_QUERIES = 512
+_DESIGN_CACHE: OrderedDict[tuple, _Design] = OrderedDict()
+_DESIGN_CACHE_BYTES = 1 << 30
+
+
+class _Design:
+    """Everything M2M needs that depends only on public choices: prior samples and ``eig(G)``.
+
+    Cached per (map fingerprint, box, discrete columns, ns, seed) for the default uniform prior,
+    so re-analysing several sketches of one map (e.g. one per ε) pays the Gram matrix once.
+    """
+
+    def __init__(self, fm: FeatureMap, samples: np.ndarray, ref: Callable[[np.ndarray], np.ndarray]):
+        ns, m = samples.shape[0], fm.num_features
+        self.samples = samples
+        G = np.zeros((m, m))
+        phi_mean = np.zeros(m)
+        b = None
+        f_sum = f_sq = None
+        for s, P in _feature_chunks(fm, samples):
+            F = ref(samples[s])
+            if b is None:
+                b = np.zeros((m, F.shape[1]))
+                f_sum, f_sq = np.zeros(F.shape[1]), np.zeros(F.shape[1])
+            G += (P.T @ P).toarray() if scipy.sparse.issparse(P) else P.T @ P
+            phi_mean += np.asarray(P.sum(axis=0)).ravel()
+            b += P.T @ F
+            f_sum += F.sum(axis=0)
+            f_sq += (F * F).sum(axis=0)
+        G /= ns
+        s_, V = scipy.linalg.eigh(G, driver="evd", overwrite_a=True, check_finite=False)
+        self.eigvals = np.clip(s_, 0.0, None)
+        self.eigvecs = V
+        self.phi_mean_rot = V.T @ (phi_mean / ns)
+        self.ref_rot = V.T @ (b / ns)
+        self.ref_mean = f_sum / ns
+        self.ref_sq = f_sq / ns
+        self.ref_var = np.maximum(self.ref_sq - self.ref_mean**2, 1e-300)
+        self.scale = float(max(self.eigvals.mean(), 1e-300))
+
+    def nbytes(self) -> int:
+        return self.samples.nbytes + self.eigvecs.nbytes + self.ref_rot.nbytes
+
+    def risk(self, lam: np.ndarray, noise_var: float, n_hat: float) -> np.ndarray:
+        """Normalised expected squared error summed over the reference queries, for each ``λ``."""
+        out = np.empty(lam.shape)
+        s, beta = self.eigvals[:, None], self.ref_rot
+        for i, l in enumerate(lam):
+            alpha = beta / (s + l)
+            bias = self.ref_mean - self.phi_mean_rot @ alpha
+            sq = self.ref_sq - 2 * (beta * alpha).sum(axis=0) + (s * alpha * alpha).sum(axis=0)
+            var = np.maximum(sq - bias**2, 0.0)
+            noise = (alpha * alpha).sum(axis=0) * noise_var / n_hat**2
+            out[i] = float(((bias**2 + var / n_hat + noise) / self.ref_var).sum())
+        return out
+
+
+def _feature_chunks(fm: FeatureMap, X: np.ndarray):
+    """``(slice, Φ(X[slice]))`` in chunks; one-hot maps give sparse matrices (``G`` in O(ns·k²))."""
+    onehot = isinstance(fm, OneHotFeatureMap)
+    for start in range(0, X.shape[0], _CHUNK):
+        s = slice(start, min(start + _CHUNK, X.shape[0]))
+        if onehot:
+            idx = fm._flat(X[s])
+            rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
+            P = scipy.sparse.csr_matrix(
+                (np.ones(idx.size), (rows, idx.ravel())), shape=(idx.shape[0], fm.num_features)
+            )
+        else:
+            P = fm.transform(X[s])
+        yield s, P
+
+
+def _reference_queries(lo: np.ndarray, hi: np.ndarray, discrete: set[int]) -> Callable[[np.ndarray], np.ndarray]:
+    """Means, second moments and interior CDF points of every column (at most 512 functions)."""
+    d = lo.size
+    cols = list(range(d))
+    per_col = 2 + _N_CDF_REF
+    if d * per_col > _MAX_REF_QUERIES:  # many columns: a public, evenly spaced subset
+        cols = sorted(set(np.linspace(0, d - 1, _MAX_REF_QUERIES // per_col).astype(int).tolist()))
+    t = np.linspace(0, 1, _N_CDF_REF + 2)[1:-1]
+
+    def ref(X: np.ndarray) -> np.ndarray:
+        out = []
+        for j in cols:
+            u = (X[:, j] - lo[j]) / (hi[j] - lo[j])
+            out += [u, u * u]
+            if j not in discrete:
+                out += [(u[:, None] <= t).astype(np.float64)]
+        return np.column_stack(out)
+
+    return ref
+
+
+class M2M:
+    r"""Weighted synthetic data from a sketch: every average of a function, at no privacy cost.
+
+    :param sketch: a released :class:`~opendp_sketch.Sketch`
+    :param bounds: public box ``(lower, upper)`` of the data columns; defaults to the sketch's
+    :param prior: ``None`` for uniform on the box, or ``prior(n, rng) -> (n, d)`` array of points in
+        the box (public: it must not be fitted to the private data)
+    :param n_samples: number of prior samples ``ns``
+    :param seed: seed of the prior samples
+    :param lam: ``"auto"`` (default), ``"paper"`` (``σ_ξ²/n̂``), ``"theorem"`` (``σ_ξ²/n̂²``) or a
+        number ``≥ 0``
+    :param discrete: columns (name or index) whose prior is uniform over a finite set of values,
+        e.g. ``{"label": [0, 1]}``. For :class:`~opendp_sketch.ByClass` sketches the label column is
+        discrete over the classes automatically.
+    :raises ValueError: for a sketch whose noisy count is ``≤ 0``, bad bounds, a prior that returns
+        points of the wrong shape or outside the box, or an unknown ``lam``
+
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=1)
+    >>> sk = dps.Sketch(feature_map=fm, sum_units=np.array([10, 20, 30, 40]), count=100,
+    ...                 bounds=([0.0], [1.0]), column_names=["x"])
+    >>> est = dps.M2M(sk, n_samples=20_000, lam=0.0)
+    >>> est.mean().round(2).tolist()            # bin centres 1/8, 3/8, 5/8, 7/8 weighted
+    [0.62]
+    >>> est.cdf("x", [0.5]).round(2).tolist()
+    [0.3]
+    >>> est.weighted_frame().columns
+    ['x', 'weight']
+    """
+
+    def __init__(
+        self,
+        sketch: Sketch,
+        bounds: Any = None,
+        prior: Prior | None = None,
+        n_samples: int = 100_000,
+        seed: int = 0,
+        lam: str | float = "auto",
+        discrete: Mapping[str | int, Sequence[float]] | None = None,
+    ) -> None:
+        if not isinstance(sketch, Sketch):
+            raise ValueError(f"sketch must be a Sketch, got {type(sketch).__name__}")
+        if sketch.count <= 0:
+            raise ValueError(
+                f"the sketch's noisy count ({sketch.count}) is not positive: too little data for its "
+                "privacy budget to estimate averages"
+            )
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 100:
+            raise ValueError(f"n_samples ({n_samples!r}) must be an integer ≥ 100")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed ({seed!r}) must be a non-negative integer")
+        self.sketch = sketch
+        fm = sketch.feature_map
+        self.feature_map = fm
+        d = fm.input_dim
+        self.columns = list(sketch.column_names) if sketch.column_names else _default_names(fm)
+        self.lower, self.upper = _resolve_box(bounds, sketch, d)
+        self.discrete = self._resolve_discrete(discrete)
+        self.n_samples = int(n_samples)
+        self.seed = int(seed)
+        self.n_hat = sketch.n_hat
+        self.noise_var = sketch.sum_variance
+        if self.n_samples < 10 * fm.num_features:
+            warnings.warn(
+                f"n_samples ({self.n_samples}) is below 10× the sketch size ({fm.num_features}); "
+                "estimates may overfit the prior samples",
+                stacklevel=2,
+            )
+        self._design = self._get_design(prior)
+        self.samples = self._design.samples
+        self.lam = self._choose_lam(lam)
+        self.weights = self._compute_weights()
+        self._frame: pl.DataFrame | None = None
+        self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    # -- construction ---------------------------------------------------------------------------
+    def _resolve_discrete(self, discrete: Mapping[str | int, Sequence[float]] | None) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        if isinstance(self.feature_map, ByClass):
+            out[self.feature_map.dim] = np.arange(self.feature_map.num_classes, dtype=np.float64)
+        for key, values in (discrete or {}).items():
+            j = self._column_index(key)
+            v = np.unique(np.asarray(values, dtype=np.float64))
+            if v.size == 0 or not np.isfinite(v).all() or v.min() < self.lower[j] or v.max() > self.upper[j]:
+                raise ValueError(f"discrete values of column {self.columns[j]!r} must be finite and inside its bounds")
+            out[j] = v
+        return out
+
+    def _draw(self, prior: Prior | None, n: int, rng: np.random.Generator) -> np.ndarray:
+        d = self.lower.size
+        if prior is None:
+            X = rng.uniform(self.lower, self.upper, size=(n, d))
+        else:
+            X = np.asarray(prior(n, rng), dtype=np.float64)
+            if X.shape != (n, d):
+                raise ValueError(f"prior(n, rng) must return an array of shape ({n}, {d}), got {X.shape}")
+            if not np.isfinite(X).all() or (X < self.lower).any() or (X > self.upper).any():
+                raise ValueError("prior samples must be finite and inside the bounds")
+        for j, values in self.discrete.items():
+            X[:, j] = rng.choice(values, size=n)
+        return X
+
+    def _get_design(self, prior: Prior | None) -> _Design:
+        key = (
+            self.feature_map.fingerprint(),
+            tuple(self.lower),
+            tuple(self.upper),
+            tuple((j, tuple(v)) for j, v in sorted(self.discrete.items())),
+            self.n_samples,
+            self.seed,
+        )
+        if prior is None and key in _DESIGN_CACHE:
+            _DESIGN_CACHE.move_to_end(key)
+            return _DESIGN_CACHE[key]
+        rng = np.random.default_rng(self.seed)
+        samples = self._draw(prior, self.n_samples, rng)
+        design = _Design(self.feature_map, samples, _reference_queries(self.lower, self.upper, set(self.discrete)))
+        if prior is None:
+            _DESIGN_CACHE[key] = design
+            while sum(v.nbytes() for v in _DESIGN_CACHE.values()) > _DESIGN_CACHE_BYTES and len(_DESIGN_CACHE) > 1:
+                _DESIGN_CACHE.popitem(last=False)
+        return design
+
+    def _choose_lam(self, lam: str | float) -> float:
+        if isinstance(lam, str):
+            if lam == "paper":
+                return self.noise_var / self.n_hat
+            if lam == "theorem":
+                return self.noise_var / self.n_hat**2
+            if lam == "auto":
+                scale = self._design.scale
+                grid = scale * np.logspace(-12, 2, 57)
+                risk = self._design.risk(grid, self.noise_var, self.n_hat)
+                i = int(np.argmin(risk))
+                fine = grid[i] * np.logspace(-0.25, 0.25, 11)
+                return float(fine[int(np.argmin(self._design.risk(fine, self.noise_var, self.n_hat)))])
+            raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a number ≥ 0")
+        if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
+            raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a number ≥ 0")
+        if not (math.isfinite(lam) and lam >= 0):
+            raise ValueError(f"lam ({lam!r}) must be a finite number ≥ 0")
+        return float(lam)
+
+    def _solve(self, b: np.ndarray) -> np.ndarray:
+        """``(G + λI)⁺ b`` through the eigendecomposition (pseudo-inverse on a null space at λ=0)."""
+        V, s = self._design.eigvecs, self._design.eigvals
+        denom = s + self.lam
+        inv = np.where(denom > 1e-12 * self._design.scale, 1.0 / np.where(denom > 0, denom, 1.0), 0.0)
+        rot = V.T @ b
+        return V @ (rot * (inv if rot.ndim == 1 else inv[:, None]))
+
+    def _compute_weights(self) -> np.ndarray:
+        c = self._solve(self.sketch.mean)
+        w = np.empty(self.n_samples)
+        for s, P in _feature_chunks(self.feature_map, self.samples):
+            w[s] = P @ c
+        return w / self.n_samples
+
+    # -- queries --------------------------------------------------------------------------------
+    def _column_index(self, column: str | int) -> int:
+        if isinstance(column, (int, np.integer)) and not isinstance(column, bool):
+            if not 0 <= column < len(self.columns):
+                raise ValueError(f"column index ({column}) must be in [0, {len(self.columns)})")
+            return int(column)
+        if isinstance(column, str) and column in self.columns:
+            return self.columns.index(column)
+        raise ValueError(f"column ({column!r}) is not in the sketch; its columns are {self.columns}")
+
+    def _values(self, f: Query) -> np.ndarray:
+        """``f`` evaluated on the prior samples as an ``(ns, k)`` float array."""
+        ns = self.n_samples
+        if isinstance(f, pl.Expr) or (isinstance(f, (list, tuple)) and f and all(isinstance(e, pl.Expr) for e in f)):
+            exprs = [f] if isinstance(f, pl.Expr) else list(f)
+            try:
+                out = self._sample_frame().select(exprs)
+            except pl.exceptions.PolarsError as e:
+                raise ValueError(f"the Polars expression could not be evaluated on columns {self.columns}: {e}") from None
+            if out.height != ns:
+                raise ValueError(f"a Polars query must give one value per row (an elementwise expression), got {out.height} rows")
+            try:
+                F = out.cast(pl.Float64).to_numpy()
+            except pl.exceptions.PolarsError:
+                raise ValueError("a Polars query must produce numeric or boolean values") from None
+        elif callable(f):
+            F = np.asarray(f(self.samples.copy()))
+            if F.dtype == bool:
+                F = F.astype(np.float64)
+            if not np.issubdtype(F.dtype, np.number):
+                raise ValueError(f"f must return numbers, got dtype {F.dtype}")
+            if F.ndim == 1 and F.shape[0] == ns:
+                F = F[:, None]
+            elif not (F.ndim == 2 and F.shape[0] == ns):
+                raise ValueError(
+                    f"f must be vectorised: called with an ({ns}, {self.lower.size}) array it must return "
+                    f"({ns},) or ({ns}, k) values, got shape {F.shape}"
+                )
+            F = F.astype(np.float64)
+        else:
+            raise ValueError("a query must be a vectorised function of an (ns, d) array or a Polars expression")
+        if not np.isfinite(F).all():
+            raise ValueError("the query returned NaN or infinite values on points inside the bounds")
+        return F
+
+    def _noise_std(self, F: np.ndarray) -> np.ndarray:
+        """Standard deviation ``‖a_f‖ σ_ξ / n̂`` of the DP-noise term of each column of ``F``."""
+        b = np.zeros((self.feature_map.num_features, F.shape[1]))
+        for s, P in _feature_chunks(self.feature_map, self.samples):
+            b += P.T @ F[s]
+        a = self._solve(b / self.n_samples)
+        return np.linalg.norm(a, axis=0) * math.sqrt(self.noise_var) / self.n_hat
+
+    def _answer(self, F: np.ndarray, scale: float, shape: tuple[int, ...], return_std: bool) -> Any:
+        value = (self.weights @ F).reshape(shape) * scale
+        if not return_std:
+            return value
+        return value, (self._noise_std(F) * abs(scale)).reshape(shape)
+
+    def expect(self, f: Query, *, return_std: bool = False) -> Any:
+        r"""Estimate of ``(1/n) Σ f(x_i)``.
+
+        :param f: a vectorised function (``(ns, d)`` array → ``(ns,)`` or ``(ns, k)``), a Polars
+            expression over the sketch's column names, or a list of expressions
+        :param return_std: also return the standard deviation of the DP-noise term
+        :return: a float (one output) or an array of ``k``; with ``return_std`` a pair
+        """
+        F = self._values(f)
+        shape: tuple[int, ...] = () if F.shape[1] == 1 else (F.shape[1],)
+        out = self._answer(F, 1.0, shape, return_std)
+        return _scalar(out)
+
+    def count(self, predicate: Query, *, return_std: bool = False) -> Any:
+        """Estimated number of rows satisfying ``predicate`` (``n̂`` times its estimated frequency).
+
+        :param predicate: vectorised boolean function of an ``(ns, d)`` array, or a Polars expression
+        """
+        F = self._values(predicate)
+        return _scalar(self._answer(F, self.n_hat, () if F.shape[1] == 1 else (F.shape[1],), return_std))
+
+    def moment(self, k: int, *, return_std: bool = False) -> Any:
+        """Raw moment ``E[x_j^k]`` of every column (array of ``d``)."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+            raise ValueError(f"k ({k!r}) must be a non-negative integer")
+        return self._answer(self.samples**k, 1.0, (self.lower.size,), return_std)
+
+    def mean(self, *, return_std: bool = False) -> Any:
+        """Mean of every column (array of ``d``, in the data's units)."""
+        return self.moment(1, return_std=return_std)
+
+    def covariance(self) -> np.ndarray:
+        """Covariance matrix ``E[(x - μ)(x - μ)ᵀ]`` with the M2M mean ``μ`` (``d × d``)."""
+        mu = self.mean()
+        C = self.samples - mu
+        return (C * self.weights[:, None]).T @ C
+
+    def cdf(self, column: str | int, points: Any, *, return_std: bool = False) -> Any:
+        """Estimated ``P(x_column ≤ t)`` at each point ``t`` (raw linear estimates, not clipped).
+
+        :raises ValueError: if a point is outside the column's bounds
+        """
+        j = self._column_index(column)
+        t = np.atleast_1d(np.asarray(points, dtype=np.float64))
+        if t.ndim != 1 or not np.isfinite(t).all() or (t < self.lower[j]).any() or (t > self.upper[j]).any():
+            raise ValueError(
+                f"points must be finite and inside the bounds of {self.columns[j]!r}: "
+                f"[{self.lower[j]}, {self.upper[j]}]"
+            )
+        if return_std:
+            F = (self.samples[:, j][:, None] <= t).astype(np.float64)
+            return self._answer(F, 1.0, t.shape, True)
+        xs, cw = self._sorted_column(j)
+        return cw[np.searchsorted(xs, t, side="right")]
+
+    def _sorted_column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        if j not in self._sorted:
+            order = np.argsort(self.samples[:, j], kind="stable")
+            xs = self.samples[order, j]
+            self._sorted[j] = (xs, np.concatenate([[0.0], np.cumsum(self.weights[order])]))
+        return self._sorted[j]
+
+    def quantile(self, column: str | int, qs: Any) -> np.ndarray:
+        """Quantiles of a column from the monotone, normalised weighted CDF (post-processing)."""
+        j = self._column_index(column)
+        q = np.atleast_1d(np.asarray(qs, dtype=np.float64))
+        if not (np.isfinite(q).all() and (q >= 0).all() and (q <= 1).all()):
+            raise ValueError("quantile levels must be in [0, 1]")
+        grid = np.linspace(self.lower[j], self.upper[j], 2049)
+        F = np.maximum.accumulate(np.clip(self.cdf(j, grid), 0.0, None))
+        if F[-1] <= 0:
+            raise ValueError("the estimated distribution has no positive mass; the sketch is too noisy")
+        F = F / F[-1]
+        Fu, idx = np.unique(F, return_index=True)
+        return np.interp(q, Fu, grid[idx])
+
+    # -- views ----------------------------------------------------------------------------------
+    def _sample_frame(self) -> pl.DataFrame:
+        if self._frame is None:
+            self._frame = pl.DataFrame({c: self.samples[:, j] for j, c in enumerate(self.columns)})
+        return self._frame
+
+    def weighted_frame(self) -> pl.DataFrame:
+        """The prior samples with a ``weight`` column: ``Σ weight·f`` estimates the mean of ``f``.
+
+        Weights sum to about 1 and may be negative (the estimate is linear in the sketch).
+        """
+        return self._sample_frame().with_columns(pl.Series("weight", self.weights))
+
+    def __repr__(self) -> str:
+        return (
+            f"M2M({type(self.feature_map).__name__}, m={self.feature_map.num_features}, "
+            f"n_samples={self.n_samples}, lam={self.lam:.3g}, n_hat={self.n_hat:g})"
+        )
+
+
+def _scalar(out: Any) -> Any:
+    if isinstance(out, tuple):
+        return tuple(_scalar(o) for o in out)
+    return float(out) if isinstance(out, np.ndarray) and out.ndim == 0 else out
+
+
+def _default_names(fm: FeatureMap) -> list[str]:
+    names = [f"x{j}" for j in range(fm.dim)]
+    return names + ["label"] if isinstance(fm, ByClass) else names
+
+
+def _resolve_box(bounds: Any, sketch: Sketch, d: int) -> tuple[np.ndarray, np.ndarray]:
+    from ..measurements import _full_bounds
+
+    if bounds is None:
+        if sketch.bounds is None:
+            raise ValueError("bounds are required: the sketch does not record the public box")
+        lo, hi = (np.asarray(b, dtype=np.float64) for b in sketch.bounds)
+        return lo, hi
+    lo, hi = _full_bounds(bounds, sketch.feature_map)
+    if lo.size != d:
+        raise ValueError(f"bounds must describe {d} columns")
+    return lo.astype(np.float64), hi.astype(np.float64)
