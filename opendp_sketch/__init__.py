@@ -1,9 +1,10 @@
 """opendp_sketch: release a dataset once as a differentially private sketch, then analyse it freely.
 
 Data flow: feature maps (:mod:`.features`) → transformations (:mod:`.transformations`) →
-measurements (:mod:`.measurements`) → :class:`.Sketch` (:mod:`.sketch`) → estimators.
+measurements (:mod:`.measurements`) → :class:`.Sketch` (:mod:`.sketch`) → estimators
+(:mod:`.estimators`; OpenDP post-processing wrappers in :mod:`.postprocessors`).
 
-Importing the package registers ``box_clip``, ``feature_sum`` and ``private_sketch`` with
+Importing the package registers ``box_clip``, ``feature_sum``, ``private_sketch`` and ``m2m`` with
 ``dp.register`` so they can be used in ``dp.Context`` queries. The plugin API needs the OpenDP
 features ``"contrib"`` and ``"honest-but-curious"``::
 
@@ -28,12 +29,14 @@ from .features import (
     RandomQuadratic,
     feature_map_from_dict,
 )
+from .estimators import M2M, LinearRegression, LogisticRegression
 from .measurements import (
     _make_private_sketch_in_context,
     make_private_sketch,
     release_sketch,
     then_private_sketch,
 )
+from .postprocessors import _make_m2m_in_context, make_m2m, then_m2m
 from .sketch import Sketch, SketchFormatError
 from .transformations import (
     make_box_clip,
@@ -68,6 +71,11 @@ __all__ = [
     "release_sketch",
     "Sketch",
     "SketchFormatError",
+    "M2M",
+    "LogisticRegression",
+    "LinearRegression",
+    "make_m2m",
+    "then_m2m",
 ]
 
 
@@ -78,6 +86,7 @@ def _register() -> None:
         ("box_clip", make_box_clip),
         ("feature_sum", make_feature_sum),
         ("private_sketch", _make_private_sketch_in_context),
+        ("m2m", _make_m2m_in_context),
     ):
         if name not in constructors:  # importlib.reload must not fail on re-registration
             dp.register(ctor, name=name)

@@ -121,6 +121,12 @@ class Sketch:
         """Variance of the count noise ``ζ``."""
         return float(self.noise.get("count_variance", 0.0))
 
+    def m2m(self, **options: Any) -> Any:
+        """An :class:`~opendp_sketch.M2M` estimator on this sketch (``options`` as for ``M2M``)."""
+        from .estimators.m2m import M2M
+
+        return M2M(self, **options)
+
     def __repr__(self) -> str:
         fm = type(self.feature_map).__name__
         return (

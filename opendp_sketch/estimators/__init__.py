@@ -1,5 +1,6 @@
 """Post-processors: everything here reads a released :class:`~opendp_sketch.Sketch` and public draws."""
 
+from .learn import LinearRegression, LogisticRegression
 from .m2m import M2M
 
-__all__ = ["M2M"]
+__all__ = ["M2M", "LogisticRegression", "LinearRegression"]

@@ -1,0 +1,228 @@
+r"""Learning from a sketch by weighted empirical risk minimisation (implicit-M2M, M2M paper §3.5).
+
+The M2M weights ``w`` turn the sketch into a weighted synthetic dataset ``(x̃_i, w_i)``; a model is
+fitted by minimising ``Σ_i w_i ℓ(θ; x̃_i)``. Weights may be negative (the estimate is linear in the
+noisy sketch), so a small ridge penalty ``alpha`` keeps the objective bounded below. Features are
+mapped to ``[-1, 1]`` by the public box before fitting and coefficients are reported in the data's
+units.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+import scipy.special
+
+from ..sketch import Sketch
+from .m2m import M2M
+
+__all__ = ["LogisticRegression", "LinearRegression"]
+
+
+class _SketchRegressor:
+    """Shared parts: resolve the target, build the weighted design, map coefficients back."""
+
+    def __init__(
+        self, target: str | int = -1, alpha: float = 1e-4, fit_intercept: bool = True, m2m_options: dict[str, Any] | None = None
+    ) -> None:
+        self.target = target
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.m2m_options = m2m_options
+
+    def _m2m(self, source: Sketch | M2M, discrete_target: bool) -> M2M:
+        if isinstance(source, M2M):
+            return source
+        if not isinstance(source, Sketch):
+            raise ValueError(f"fit needs a Sketch or an M2M estimator, got {type(source).__name__}")
+        options = dict(self.m2m_options or {})
+        if discrete_target and "discrete" not in options:
+            names = list(source.column_names) if source.column_names else None
+            j = _target_index(self.target, names, source.feature_map.input_dim)
+            if not (_is_byclass(source) and j == source.feature_map.dim):  # ByClass labels are already discrete
+                lo, hi = _column_bounds(source, options.get("bounds"), j)
+                options["discrete"] = {j: [lo, hi]}
+        return M2M(source, **options)
+
+    def _design(self, est: M2M) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        if not (isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool) and self.alpha >= 0):
+            raise ValueError(f"alpha ({self.alpha!r}) must be a number ≥ 0")
+        j = _target_index(self.target, est.columns, est.lower.size)
+        keep = [c for c in range(est.lower.size) if c != j]
+        self._center = (est.upper[keep] + est.lower[keep]) / 2
+        self._half = (est.upper[keep] - est.lower[keep]) / 2
+        self.feature_names_in_ = [est.columns[c] for c in keep]
+        self.target_index_ = j
+        Z = (est.samples[:, keep] - self._center) / self._half
+        if self.fit_intercept:
+            Z = np.column_stack([Z, np.ones(Z.shape[0])])
+        return Z, est.samples[:, j], est.weights, j
+
+    def _set_coef(self, theta: np.ndarray) -> None:
+        beta = theta[: self._half.size] / self._half
+        self.coef_ = beta
+        self.intercept_ = float(theta[-1] - beta @ self._center) if self.fit_intercept else 0.0
+
+    def _check_X(self, X: Any) -> np.ndarray:
+        if not hasattr(self, "coef_"):
+            raise ValueError("the model is not fitted; call fit(sketch) first")
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1 and self.coef_.size == 1:
+            X = X[:, None]
+        if X.ndim != 2 or X.shape[1] != self.coef_.size:
+            raise ValueError(f"X must have shape (n, {self.coef_.size}) (columns {self.feature_names_in_}), got {X.shape}")
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinite values")
+        return X
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """``X·coef_ + intercept_``."""
+        return self._check_X(X) @ self.coef_ + self.intercept_
+
+    def _penalty(self, p: int) -> np.ndarray:
+        pen = np.full(p, float(self.alpha))
+        if self.fit_intercept:
+            pen[-1] = 0.0
+        return pen
+
+
+class LogisticRegression(_SketchRegressor):
+    r"""Binary logistic regression trained from a sketch of ``(features, label)``.
+
+    ``fit`` minimises ``Σ_i w_i [log(1 + e^{η_i}) − y_i η_i] + (alpha/2)‖β‖²`` over the M2M
+    weighted samples with L-BFGS. The target column's two bound values are the classes (the prior
+    draws it from ``{lower, upper}``); for a two-class :class:`~opendp_sketch.ByClass` sketch the
+    label column is the target.
+
+    :param target: the label column (name or index; default the last column)
+    :param alpha: ridge penalty on the standardised coefficients (keeps the objective bounded)
+    :param fit_intercept: fit an intercept
+    :param m2m_options: keyword arguments for :class:`M2M` when ``fit`` is given a sketch
+    :param max_iter: L-BFGS iterations
+
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(20_000, 2)); y = (X[:, 0] + X[:, 1] > 0).astype(float)
+    >>> fm = dps.RFF(dim=3, num_features=200, bandwidth=1.0, seed=0)
+    >>> sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=([-1, -1, 0], [1, 1, 1]), epsilon=10.0)
+    >>> clf = dps.LogisticRegression(m2m_options={"n_samples": 20_000}).fit(sk)
+    >>> clf.coef_.shape, clf.predict([[0.5, 0.5], [-0.5, -0.5]]).tolist()
+    ((2,), [1.0, 0.0])
+    """
+
+    def __init__(
+        self,
+        target: str | int = -1,
+        alpha: float = 1e-4,
+        fit_intercept: bool = True,
+        m2m_options: dict[str, Any] | None = None,
+        max_iter: int = 500,
+    ) -> None:
+        super().__init__(target, alpha, fit_intercept, m2m_options)
+        self.max_iter = max_iter
+
+    def fit(self, source: Sketch | M2M) -> LogisticRegression:
+        """Fit from a sketch (an :class:`M2M` is built with ``m2m_options``) or a ready M2M."""
+        est = self._m2m(source, discrete_target=True)
+        Z, t, w, j = self._design(est)
+        values = np.unique(t)
+        if values.size == 2:
+            self.classes_ = values
+            y = (t == values[1]).astype(np.float64)
+        elif values.size == 1 or est.upper[j] == est.lower[j]:
+            raise ValueError("the target column has a single value; nothing to classify")
+        elif j in est.discrete:
+            raise ValueError(f"the target column has {values.size} classes; LogisticRegression is binary")
+        else:  # continuous prior on the label column: soft labels in [0, 1]
+            self.classes_ = np.array([est.lower[j], est.upper[j]])
+            y = (t - est.lower[j]) / (est.upper[j] - est.lower[j])
+        pen = self._penalty(Z.shape[1])
+
+        def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+            eta = Z @ theta
+            value = w @ (np.logaddexp(0.0, eta) - y * eta) + 0.5 * pen @ (theta * theta)
+            grad = Z.T @ (w * (scipy.special.expit(eta) - y)) + pen * theta
+            return float(value), grad
+
+        res = scipy.optimize.minimize(
+            loss, np.zeros(Z.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": self.max_iter}
+        )
+        self.n_iter_ = int(res.nit)
+        self._set_coef(res.x)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """``(n, 2)`` probabilities of ``classes_[0]`` and ``classes_[1]``."""
+        p = scipy.special.expit(self.decision_function(X))
+        return np.column_stack([1 - p, p])
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The more probable class of each row (values from ``classes_``)."""
+        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
+
+
+class LinearRegression(_SketchRegressor):
+    r"""Least squares (ridge with ``alpha > 0``) of one column on the others, from a sketch.
+
+    Solves ``(Zᵀ W Z + alpha·I) θ = Zᵀ W y`` on the M2M weighted samples (standardised features,
+    intercept not penalised).
+
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 1, size=(20_000, 2)); y = 0.5 * X[:, 0] + 0.25
+    >>> fm = dps.RFF(dim=3, num_features=200, bandwidth=1.0, seed=0)
+    >>> sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=50.0)
+    >>> reg = dps.LinearRegression(m2m_options={"n_samples": 20_000}).fit(sk)
+    >>> np.round(reg.coef_, 1).tolist(), round(reg.intercept_, 1)
+    ([0.5, 0.0], 0.2)
+    """
+
+    def fit(self, source: Sketch | M2M) -> LinearRegression:
+        """Fit from a sketch (an :class:`M2M` is built with ``m2m_options``) or a ready M2M."""
+        est = self._m2m(source, discrete_target=False)
+        Z, y, w, _ = self._design(est)
+        A = (Z * w[:, None]).T @ Z + np.diag(self._penalty(Z.shape[1]))
+        rhs = Z.T @ (w * y)
+        try:
+            theta = scipy.linalg.solve(A, rhs, assume_a="sym")
+        except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
+            theta = scipy.linalg.lstsq(A, rhs)[0]
+        self._set_coef(theta)
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted target values."""
+        return self.decision_function(X)
+
+
+def _is_byclass(sketch: Sketch) -> bool:
+    from ..features.byclass import ByClass
+
+    return isinstance(sketch.feature_map, ByClass)
+
+
+def _target_index(target: str | int, names: list[str] | None, d: int) -> int:
+    if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
+        j = int(target) + d if target < 0 else int(target)
+        if not 0 <= j < d:
+            raise ValueError(f"target index ({target}) must be in [-{d}, {d})")
+        return j
+    if isinstance(target, str) and names and target in names:
+        return names.index(target)
+    raise ValueError(f"target ({target!r}) is not a column of the sketch; its columns are {names}")
+
+
+def _column_bounds(sketch: Sketch, bounds: Any, j: int) -> tuple[float, float]:
+    from .m2m import _resolve_box
+
+    lo, hi = _resolve_box(bounds, sketch, sketch.feature_map.input_dim)
+    return float(lo[j]), float(hi[j])

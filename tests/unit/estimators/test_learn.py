@@ -1,0 +1,109 @@
+"""Weighted-ERM learning from sketches: logistic and linear regression."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+
+import opendp_sketch as dps
+
+
+def auc(y: np.ndarray, score: np.ndarray) -> float:
+    r = rankdata(score)
+    n1 = y.sum()
+    return float((r[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * (len(y) - n1)))
+
+
+@pytest.fixture(scope="module")
+def classification():
+    rng = np.random.default_rng(7)
+    beta = np.array([8.0, -6.0, 0.0])
+
+    def draw(n):
+        X = rng.uniform(size=(n, 3))
+        y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(X - 0.5) @ beta))).astype(float)
+        return X, y
+
+    return draw(20_000), draw(5_000), beta
+
+
+def test_logistic_regression_from_a_private_rff_sketch(classification):
+    (X, y), (Xt, yt), beta = classification
+    fm = dps.RFF(dim=4, num_features=200, bandwidth=1.0, seed=0)
+    sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"])
+    clf = dps.LogisticRegression(target="y").fit(sk)
+    assert clf.feature_names_in_ == ["a", "b", "c"] and clf.classes_.tolist() == [0.0, 1.0]
+    assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.02
+    assert np.sign(clf.coef_[:2]).tolist() == [1.0, -1.0]
+    proba = clf.predict_proba(Xt)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert set(np.unique(clf.predict(Xt))) <= {0.0, 1.0}
+
+
+def test_logistic_regression_from_a_byclass_sketch(classification):
+    (X, y), (Xt, yt), beta = classification
+    fm = dps.ByClass(dps.RFF(dim=3, num_features=200, bandwidth=1.0, seed=0), 2)
+    sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0)
+    clf = dps.LogisticRegression().fit(sk)
+    assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.02
+
+
+def test_soft_labels_with_a_continuous_label_prior(classification):
+    (X, y), (Xt, yt), beta = classification
+    fm = dps.RFF(dim=4, num_features=200, bandwidth=1.0, seed=0)
+    sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=5.0)
+    est = dps.M2M(sk, n_samples=30_000)  # label drawn uniformly from [0, 1]
+    clf = dps.LogisticRegression().fit(est)
+    assert auc(yt, clf.decision_function(Xt)) > 0.85
+
+
+def test_linear_regression_recovers_coefficients():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(30_000, 2))
+    y = 0.6 * X[:, 0] - 0.3 * X[:, 1] + 0.1 + rng.normal(0, 0.05, 30_000)
+    fm = dps.RFF(dim=3, num_features=300, bandwidth=1.0, seed=2)
+    sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(-1, 1), epsilon=10.0)
+    reg = dps.LinearRegression().fit(sk)
+    np.testing.assert_allclose(reg.coef_, [0.6, -0.3], atol=0.05)
+    assert reg.intercept_ == pytest.approx(0.1, abs=0.05)
+    assert reg.predict([[0.0, 0.0]]).shape == (1,)
+
+
+def test_linear_regression_is_exact_when_second_moments_are_in_the_span():
+    """Random quadratic features (m = 6 ≥ 3·4/2) span every quadratic form of (x0, x1, y): with
+    λ = 0 and no intercept, least squares of y = x0 on the weighted samples is exact."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, size=(5000, 2))
+    D = np.column_stack([X, X[:, 0]])
+    fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
+    sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([-1.0] * 3, [1.0] * 3))
+    options = {"n_samples": 20_000, "lam": 0.0}
+    reg = dps.LinearRegression(alpha=0.0, fit_intercept=False, m2m_options=options).fit(sk)
+    np.testing.assert_allclose(reg.coef_, [1.0, 0.0], atol=1e-4)
+    assert reg.intercept_ == 0.0
+
+
+def test_bad_input_is_refused(classification):
+    (X, y), _, _ = classification
+    fm = dps.RFF(dim=4, num_features=20, seed=0)
+    sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"])
+    with pytest.raises(ValueError, match="not a column"):
+        dps.LogisticRegression(target="label").fit(sk)
+    with pytest.raises(ValueError, match="target index"):
+        dps.LogisticRegression(target=7).fit(sk)
+    with pytest.raises(ValueError, match="not fitted"):
+        dps.LogisticRegression().predict([[0, 0, 0]])
+    clf = dps.LogisticRegression(m2m_options={"n_samples": 2000}).fit(sk)
+    with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
+        clf.predict([[0, 0]])
+    with pytest.raises(ValueError, match="NaN"):
+        clf.predict([[0, np.nan, 0]])
+    with pytest.raises(ValueError, match="Sketch or an M2M"):
+        dps.LogisticRegression().fit(X)
+    with pytest.raises(ValueError, match="alpha"):
+        dps.LinearRegression(alpha=-1.0, m2m_options={"n_samples": 2000}).fit(sk)
+    three = dps.ByClass(dps.RFF(dim=3, num_features=20, seed=0), 3)
+    sk3 = dps.release_sketch(np.column_stack([X, y * 2]), three, bounds=(0, 1), epsilon=1.0)
+    with pytest.raises(ValueError, match="3 classes"):
+        dps.LogisticRegression(m2m_options={"n_samples": 2000}).fit(sk3)

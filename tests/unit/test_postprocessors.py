@@ -1,0 +1,52 @@
+"""Chaining a sketch release with an M2M estimate, directly and in dp.Context."""
+
+from __future__ import annotations
+
+import numpy as np
+import opendp.prelude as dp
+import pytest
+
+import opendp_sketch as dps
+
+
+@pytest.fixture
+def X(rng):
+    return rng.uniform(size=(3000, 2))
+
+
+def test_chain_keeps_the_privacy_map_and_returns_the_estimate(X):
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=2)
+    meas = dps.make_private_sketch(dps.box_domain((0, 1), 2), dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0)
+    chained = meas >> dps.then_m2m("mean", n_samples=5000)
+    assert chained.map(1) == meas.map(1) and chained.map(3) == meas.map(3)
+    mean = chained(X)
+    assert mean.shape == (2,) and np.all(np.abs(mean - X.mean(axis=0)) < 0.05)
+    est = (meas >> dps.then_m2m(None, n_samples=2000))(X)
+    assert isinstance(est, dps.M2M)
+    cdf = (meas >> dps.then_m2m("cdf", (1, [0.5]), n_samples=2000))(X)
+    assert cdf.shape == (1,)
+
+
+def test_unknown_query_is_refused_before_anything_runs():
+    with pytest.raises(ValueError, match="query .* must be None or one of"):
+        dps.then_m2m("median")
+    with pytest.raises(ValueError, match="query_args"):
+        dps.then_m2m("cdf", 0)
+
+
+def test_context_query_and_budget(X):
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=2)
+    ctx = dp.Context.compositor(
+        data=X,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=2,
+        domain=dps.box_domain((0, 1), 2),
+    )
+    mean = ctx.query().private_sketch(fm).m2m("mean", n_samples=5000).release()
+    assert mean.shape == (2,) and np.all(np.abs(mean - X.mean(axis=0)) < 0.1)
+    frame = ctx.query().private_sketch(fm).m2m("weighted_frame", n_samples=1000).release()
+    assert frame.columns == ["x0", "x1", "weight"]
+    assert ctx.remaining_privacy_loss() == []  # both queries of the split are spent
+    with pytest.raises(Exception):
+        ctx.query().private_sketch(fm).m2m("mean").release()
