@@ -29,7 +29,7 @@ from .features import (
     RandomQuadratic,
     feature_map_from_dict,
 )
-from .estimators import M2M, LinearRegression, LogisticRegression
+from .estimators import KDE, M2M, KDEClassifier, LinearRegression, LogisticRegression, NearestMeanClassifier
 from .measurements import (
     _make_private_sketch_in_context,
     make_private_sketch,
@@ -74,6 +74,9 @@ __all__ = [
     "M2M",
     "LogisticRegression",
     "LinearRegression",
+    "KDE",
+    "KDEClassifier",
+    "NearestMeanClassifier",
     "make_m2m",
     "then_m2m",
 ]

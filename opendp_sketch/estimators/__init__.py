@@ -1,6 +1,8 @@
 """Post-processors: everything here reads a released :class:`~opendp_sketch.Sketch` and public draws."""
 
+from .classify import KDEClassifier, NearestMeanClassifier
+from .kde import KDE
 from .learn import LinearRegression, LogisticRegression
 from .m2m import M2M
 
-__all__ = ["M2M", "LogisticRegression", "LinearRegression"]
+__all__ = ["M2M", "LogisticRegression", "LinearRegression", "KDE", "KDEClassifier", "NearestMeanClassifier"]
