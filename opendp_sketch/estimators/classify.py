@@ -43,7 +43,8 @@ class _ByClassModel:
 
     def predict(self, X: Any) -> np.ndarray:
         """The highest-scoring class of each query row."""
-        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+        scores = self.decision_function(X)
+        return self.classes_[np.argmax(scores, axis=1)]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class scores clipped at 0 and normalised per row (uniform where all are ≤ 0)."""
