@@ -77,10 +77,14 @@ class Moments(FeatureMap):
     ``‖q_y‖₂² ≤ R²`` with ``R = ⌊2^k r⌋`` in exact integers, and caps
     ``q_s = min(trunc(2^k ‖y‖²), ⌊R²/2^k⌋)``; then ``‖q‖₁ ≤ ⌊√d·R⌋ + ⌊R²/2^k⌋`` and
     ``‖q‖₂² ≤ R² + ⌊R²/2^k⌋²`` exactly (Cauchy–Schwarz on the integers for the first term).
+    With ``squared_norm=False`` the map is ``Φ(x) = y`` alone (class means, nearest-mean
+    classification): ``‖q‖₁ ≤ ⌊√d·R⌋``, ``‖q‖₂² ≤ R²`` — without the ``r²`` term that dominates
+    for large radii.
 
     :param dim: number of data columns
     :param radius: public norm bound ``r``
     :param center: public center ``c`` (default the origin)
+    :param squared_norm: include the ``‖y‖²`` feature (needed for squared-ℓ2 distances)
     :example:
 
     >>> import numpy as np, opendp_sketch as dps
@@ -89,12 +93,17 @@ class Moments(FeatureMap):
     [[3.0, 4.0, 25.0], [3.0, 4.0, 25.0]]
     >>> round(fm.sensitivity(1), 3)   # √2·5 + 25
     32.071
+    >>> round(dps.Moments(dim=2, radius=5.0, squared_norm=False).sensitivity(1), 3)   # √2·5
+    7.071
     """
 
     kernel_name = "first and second moments"
 
-    def __init__(self, dim: int, radius: float, center: Any = None) -> None:
+    def __init__(self, dim: int, radius: float, center: Any = None, squared_norm: bool = True) -> None:
         self.dim = _check_positive_int(dim, "dim")
+        if not isinstance(squared_norm, bool):
+            raise ValueError(f"squared_norm ({squared_norm!r}) must be True or False")
+        self.squared_norm = squared_norm
         self.radius = _check_positive_float(radius, "radius")
         c = np.zeros(self.dim) if center is None else np.asarray(center, dtype=np.float64)
         if c.shape != (self.dim,) or not np.isfinite(c).all():
@@ -104,16 +113,21 @@ class Moments(FeatureMap):
             raise ValueError(f"dim ({self.dim}) must be at most 1024 (exact int64 squared norms)")
         if not (2.0**-10 <= self.radius <= 2.0**10):
             raise ValueError(f"radius ({self.radius:g}) must be between 2^-10 and 2^10; rescale the data")
-        self.num_features = self.dim + 1
+        self.num_features = self.dim + int(squared_norm)
         # both y (≤ r) and ‖y‖² (≤ r²) keep ≥ 16 bits; the larger of the two gets 26
-        self.frac_bits = _frac_bits_for(max(self.radius, self.radius**2), "radius")
+        self.frac_bits = _frac_bits_for(max(self.radius, self.radius**2) if squared_norm else self.radius, "radius")
         self._R = math.floor(math.ldexp(self.radius, self.frac_bits))
 
     def _params(self) -> dict[str, Any]:
-        return {"dim": self.dim, "radius": self.radius, "center": self.center.tolist()}
+        params = {"dim": self.dim, "radius": self.radius, "center": self.center.tolist()}
+        if not self.squared_norm:  # only when off, so earlier specs keep their fingerprints
+            params["squared_norm"] = False
+        return params
 
     def transform(self, X: Any) -> np.ndarray:
         Y = _clip_to_ball(self._as_rows(X) - self.center, self.radius)
+        if not self.squared_norm:
+            return Y
         return np.concatenate([Y, np.sum(Y**2, axis=1, keepdims=True)], axis=1)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
@@ -121,6 +135,8 @@ class Moments(FeatureMap):
         q = np.trunc(np.ldexp(Y, self.frac_bits)).astype(np.int64)
         R2 = self._R * self._R
         q = enforce_l2(q, R2)
+        if not self.squared_norm:
+            return q
         # ‖y‖² from the float row (no propagation of the truncation of y), capped at the bound
         sq = np.trunc(np.ldexp(rowwise_sq_norm(Y), self.frac_bits))
         sq = np.minimum(sq, float(_shift_down(R2, self.frac_bits))).astype(np.int64)
@@ -128,7 +144,7 @@ class Moments(FeatureMap):
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         R2 = self._R * self._R
-        sq_max = _shift_down(R2, self.frac_bits)
+        sq_max = _shift_down(R2, self.frac_bits) if self.squared_norm else 0
         if p == 1:
             return math.isqrt(self.dim * R2) + sq_max
         return R2 + sq_max * sq_max

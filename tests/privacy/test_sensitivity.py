@@ -61,6 +61,11 @@ CASES = {
         (0.999, 0.999),
     ),
     "moments-large": (lambda: dps.Moments(dim=2, radius=1000.0), (-2e3, 2e3), (0.999, 0.999)),
+    "moments-no-norm": (
+        lambda: dps.Moments(dim=3, radius=2.3, center=[0.5, -0.5, 0.0], squared_norm=False),
+        (-4.0, 4.0),
+        (0.99, 0.999),
+    ),
     "random-quadratic": (
         lambda: dps.RandomQuadratic(dim=4, num_features=30, radius=1.5, seed=6),
         (-2.0, 2.0),
@@ -148,6 +153,7 @@ def test_moments_radius_outside_the_exact_range_is_refused(radius):
 HYPO_MAPS = {
     "rff": (dps.RFF(dim=3, num_features=32, bandwidth=0.5, seed=8), (-3.0, 3.0)),
     "moments": (dps.Moments(dim=3, radius=2.3, center=[1.0, 0.0, -1.0]), (-4.0, 4.0)),
+    "moments-no-norm": (dps.Moments(dim=3, radius=2.3, squared_norm=False), (-4.0, 4.0)),
     "random-quadratic": (dps.RandomQuadratic(dim=3, num_features=20, radius=1.5, seed=9), (-2.0, 2.0)),
 }
 _FMAX = float(np.finfo(np.float64).max)

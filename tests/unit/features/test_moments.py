@@ -23,6 +23,7 @@ X_PROBE = _probe(2.0)
 MAPS = {
     "moments": lambda: dps.Moments(dim=3, radius=2.0),
     "moments-center": lambda: dps.Moments(dim=3, radius=2.0, center=[0.5, -1.0, 2.0]),
+    "moments-no-norm": lambda: dps.Moments(dim=3, radius=2.0, squared_norm=False),
     "quadratic": lambda seed=0: dps.RandomQuadratic(dim=3, num_features=25, radius=2.0, seed=seed),
 }
 
@@ -214,3 +215,19 @@ def test_moments_parameter_validation(kwargs, match):
 def test_random_quadratic_parameter_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         dps.RandomQuadratic(**{"dim": 3, "num_features": 5, **kwargs})
+
+
+def test_moments_without_the_squared_norm():
+    full = dps.Moments(dim=3, radius=2.0, center=[0.5, 0.0, 0.0])
+    mean_only = dps.Moments(dim=3, radius=2.0, center=[0.5, 0.0, 0.0], squared_norm=False)
+    X = _probe(2.0)
+    assert mean_only.num_features == 3
+    np.testing.assert_array_equal(mean_only.transform(X), full.transform(X)[:, :3])
+    assert mean_only.sensitivity(1) == pytest.approx(np.sqrt(3) * 2.0, rel=1e-6)
+    assert mean_only.sensitivity(2) == pytest.approx(2.0, rel=1e-6)
+    assert mean_only.sensitivity(1) < full.sensitivity(1)
+    back = dps.feature_map_from_dict(mean_only.to_dict())
+    assert back == mean_only and back != full and back.squared_norm is False
+    assert "squared_norm" not in full.to_dict()["params"]  # earlier specs keep their fingerprints
+    with pytest.raises(ValueError, match="squared_norm"):
+        dps.Moments(dim=3, radius=2.0, squared_norm=1)
