@@ -5,18 +5,19 @@ the sketch's (post-processing is free). In a ``dp.Context`` the same constructor
 ``m2m``::
 
     ctx.query().private_sketch(fm).m2m("mean").release()
-    ctx.query().private_sketch(fm).m2m("cdf", ("age", [30, 40])).release()
+    ctx.query().private_sketch(fm).m2m("cdf", query_args=("age", [30, 40])).release()
     ctx.query().private_sketch(fm).m2m(None).release()    # the M2M estimator itself
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import opendp.prelude as dp
 
-from .estimators.m2m import M2M, Prior
+from .estimators.m2m import M2M, Prior, check_options
 from .sketch import Sketch
 
 __all__ = ["make_m2m", "then_m2m"]
@@ -42,7 +43,10 @@ def make_m2m(
         ``"expect"``, ``"count"``, ``"weighted_frame"``)
     :param query_args: positional arguments of that method, e.g. ``("age", [30, 40])`` for ``"cdf"``
     :param bounds, prior, n_samples, seed, lam, discrete: as for :class:`M2M`
-    :raises ValueError: for an unknown query name (checked here, before any release)
+    :raises ValueError: for an unknown query name or bad options (checked here, before any
+        release). Problems only the released sketch can reveal (a noisy count ≤ 0, a column
+        name it lacks) do not raise — the release is spent either way — but give ``None`` and a
+        warning.
 
     :example:
 
@@ -67,10 +71,16 @@ def _estimate(query: str | None, query_args: Sequence[Any], options: dict[str, A
         raise ValueError(f"query ({query!r}) must be None or one of {_QUERIES}")
     if not isinstance(query_args, (list, tuple)):
         raise ValueError(f"query_args ({query_args!r}) must be a tuple of arguments")
+    check_options(options["n_samples"], options["seed"], options["lam"])
 
     def estimate(sketch: Sketch) -> Any:
-        est = M2M(sketch, **options)
-        return est if query is None else getattr(est, query)(*tuple(query_args))
+        # runs after the noise is drawn: it must not raise, or a failed query would go uncharged
+        try:
+            est = M2M(sketch, **options)
+            return est if query is None else getattr(est, query)(*tuple(query_args))
+        except Exception as e:  # noqa: BLE001 - any failure becomes None plus a warning
+            warnings.warn(f"the M2M estimate could not be computed from this release: {e}", stacklevel=2)
+            return None
 
     return estimate
 

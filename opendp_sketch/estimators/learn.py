@@ -17,7 +17,7 @@ import scipy.optimize
 import scipy.special
 
 from ..sketch import Sketch
-from .m2m import M2M
+from .m2m import M2M, _default_names
 
 __all__ = ["LogisticRegression", "LinearRegression"]
 
@@ -34,26 +34,31 @@ class _SketchRegressor:
         self.m2m_options = m2m_options
 
     def _m2m(self, source: Sketch | M2M, discrete_target: bool) -> M2M:
+        a = self.alpha
+        if isinstance(a, bool) or not isinstance(a, (int, float, np.integer, np.floating)) or not (np.isfinite(a) and a >= 0):
+            raise ValueError(f"alpha ({a!r}) must be a finite number ≥ 0")
         if isinstance(source, M2M):
             return source
         if not isinstance(source, Sketch):
             raise ValueError(f"fit needs a Sketch or an M2M estimator, got {type(source).__name__}")
         options = dict(self.m2m_options or {})
-        if discrete_target and "discrete" not in options:
-            names = list(source.column_names) if source.column_names else None
+        if discrete_target:
+            names = list(source.column_names) if source.column_names else _default_names(source.feature_map)
             j = _target_index(self.target, names, source.feature_map.input_dim)
-            if not (_is_byclass(source) and j == source.feature_map.dim):  # ByClass labels are already discrete
+            discrete = dict(options.get("discrete") or {})
+            given = {names.index(k) if isinstance(k, str) and k in names else k for k in discrete}
+            if j not in given and not (_is_byclass(source) and j == source.feature_map.dim):
                 lo, hi = _column_bounds(source, options.get("bounds"), j)
-                options["discrete"] = {j: [lo, hi]}
+                discrete[j] = [lo, hi]  # the two classes: the label's public bounds
+            options["discrete"] = discrete
         return M2M(source, **options)
 
     def _design(self, est: M2M) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        if not (isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool) and self.alpha >= 0):
-            raise ValueError(f"alpha ({self.alpha!r}) must be a number ≥ 0")
         j = _target_index(self.target, est.columns, est.lower.size)
         keep = [c for c in range(est.lower.size) if c != j]
-        self._center = (est.upper[keep] + est.lower[keep]) / 2
-        self._half = (est.upper[keep] - est.lower[keep]) / 2
+        # centring on the box needs an intercept to absorb it; without one, only scale
+        self._center = (est.upper[keep] + est.lower[keep]) / 2 if self.fit_intercept else np.zeros(len(keep))
+        self._half = (est.upper[keep] - est.lower[keep]) / 2 if self.fit_intercept else np.maximum(np.abs(est.upper[keep]), np.abs(est.lower[keep]))
         self.feature_names_in_ = [est.columns[c] for c in keep]
         self.target_index_ = j
         Z = (est.samples[:, keep] - self._center) / self._half
@@ -194,7 +199,7 @@ class LinearRegression(_SketchRegressor):
         rhs = Z.T @ (w * y)
         try:
             theta = scipy.linalg.solve(A, rhs, assume_a="sym")
-        except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
+        except np.linalg.LinAlgError:  # singular weighted design (e.g. alpha = 0, a constant column)
             theta = scipy.linalg.lstsq(A, rhs)[0]
         self._set_coef(theta)
         return self

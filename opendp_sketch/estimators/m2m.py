@@ -63,6 +63,7 @@ class _Design:
         ns, m = samples.shape[0], fm.num_features
         self.samples = samples
         G = np.zeros((m, m))
+        G_sparse = None
         phi_mean = np.zeros(m)
         b = None
         f_sum = f_sq = None
@@ -71,11 +72,17 @@ class _Design:
             if b is None:
                 b = np.zeros((m, F.shape[1]))
                 f_sum, f_sq = np.zeros(F.shape[1]), np.zeros(F.shape[1])
-            G += (P.T @ P).toarray() if scipy.sparse.issparse(P) else P.T @ P
+            if scipy.sparse.issparse(P):
+                gram = (P.T @ P).tocsr()
+                G_sparse = gram if G_sparse is None else G_sparse + gram
+            else:
+                G += P.T @ P
             phi_mean += np.asarray(P.sum(axis=0)).ravel()
             b += P.T @ F
             f_sum += F.sum(axis=0)
             f_sq += (F * F).sum(axis=0)
+        if G_sparse is not None:
+            G += G_sparse.toarray()
         G /= ns
         s_, V = scipy.linalg.eigh(G, driver="evd", overwrite_a=True, check_finite=False)
         self.eigvals = np.clip(s_, 0.0, None)
@@ -141,6 +148,21 @@ def _reference_queries(lo: np.ndarray, hi: np.ndarray, discrete: set[int]) -> Ca
     return ref
 
 
+def check_options(n_samples: Any, seed: Any, lam: Any) -> None:
+    """Validate the sketch-independent options (done before any release when chained)."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 100:
+        raise ValueError(f"n_samples ({n_samples!r}) must be an integer ≥ 100")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed ({seed!r}) must be a non-negative integer")
+    if isinstance(lam, str):
+        if lam not in ("auto", "paper", "theorem"):
+            raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a number ≥ 0")
+    elif isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)) or not (
+        math.isfinite(lam) and lam >= 0
+    ):
+        raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a finite number ≥ 0")
+
+
 class M2M:
     r"""Weighted synthetic data from a sketch: every average of a function, at no privacy cost.
 
@@ -190,10 +212,7 @@ class M2M:
                 f"the sketch's noisy count ({sketch.count}) is not positive: too little data for its "
                 "privacy budget to estimate averages"
             )
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 100:
-            raise ValueError(f"n_samples ({n_samples!r}) must be an integer ≥ 100")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed ({seed!r}) must be a non-negative integer")
+        check_options(n_samples, seed, lam)
         self.sketch = sketch
         fm = sketch.feature_map
         self.feature_map = fm
@@ -236,7 +255,7 @@ class M2M:
         if prior is None:
             X = rng.uniform(self.lower, self.upper, size=(n, d))
         else:
-            X = np.asarray(prior(n, rng), dtype=np.float64)
+            X = np.array(prior(n, rng), dtype=np.float64)  # a copy: discrete columns are written below
             if X.shape != (n, d):
                 raise ValueError(f"prior(n, rng) must return an array of shape ({n}, {d}), got {X.shape}")
             if not np.isfinite(X).all() or (X < self.lower).any() or (X > self.upper).any():
@@ -267,23 +286,15 @@ class M2M:
         return design
 
     def _choose_lam(self, lam: str | float) -> float:
-        if isinstance(lam, str):
-            if lam == "paper":
-                return self.noise_var / self.n_hat
-            if lam == "theorem":
-                return self.noise_var / self.n_hat**2
-            if lam == "auto":
-                scale = self._design.scale
-                grid = scale * np.logspace(-12, 2, 57)
-                risk = self._design.risk(grid, self.noise_var, self.n_hat)
-                i = int(np.argmin(risk))
-                fine = grid[i] * np.logspace(-0.25, 0.25, 11)
-                return float(fine[int(np.argmin(self._design.risk(fine, self.noise_var, self.n_hat)))])
-            raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a number ≥ 0")
-        if isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)):
-            raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a number ≥ 0")
-        if not (math.isfinite(lam) and lam >= 0):
-            raise ValueError(f"lam ({lam!r}) must be a finite number ≥ 0")
+        if lam == "paper":
+            return self.noise_var / self.n_hat
+        if lam == "theorem":
+            return self.noise_var / self.n_hat**2
+        if lam == "auto":
+            grid = self._design.scale * np.logspace(-12, 2, 57)
+            i = int(np.argmin(self._design.risk(grid, self.noise_var, self.n_hat)))
+            fine = grid[i] * np.logspace(-0.25, 0.25, 11)
+            return float(fine[int(np.argmin(self._design.risk(fine, self.noise_var, self.n_hat)))])
         return float(lam)
 
     def _solve(self, b: np.ndarray) -> np.ndarray:
@@ -459,7 +470,9 @@ class M2M:
 def _scalar(out: Any) -> Any:
     if isinstance(out, tuple):
         return tuple(_scalar(o) for o in out)
-    return float(out) if isinstance(out, np.ndarray) and out.ndim == 0 else out
+    if isinstance(out, np.floating) or (isinstance(out, np.ndarray) and out.ndim == 0):
+        return float(out)
+    return out
 
 
 def _default_names(fm: FeatureMap) -> list[str]:

@@ -50,3 +50,28 @@ def test_context_query_and_budget(X):
     assert ctx.remaining_privacy_loss() == []  # both queries of the split are spent
     with pytest.raises(Exception):
         ctx.query().private_sketch(fm).m2m("mean").release()
+
+
+def test_a_failing_estimate_returns_none_and_is_still_charged(X):
+    """After the noise is drawn the post-processor must not raise (a raising query would go
+    uncharged while its error could show released values)."""
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=2)
+    ctx = dp.Context.compositor(
+        data=X,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=2,
+        domain=dps.box_domain((0, 1), 2),
+    )
+    with pytest.warns(UserWarning, match="could not be computed from this release: column"):
+        out = ctx.query().private_sketch(fm).m2m("cdf", query_args=("zzz", [0.5]), n_samples=500).release()
+    assert out is None
+    assert len(ctx.remaining_privacy_loss()) == 1  # the failed query was charged
+    cdf = ctx.query().private_sketch(fm).m2m("cdf", query_args=("x1", [0.5]), n_samples=2000).release()
+    assert cdf.shape == (1,)
+
+
+@pytest.mark.parametrize("kwargs", [{"n_samples": 5}, {"seed": -1}, {"lam": "large"}, {"lam": -1.0}])
+def test_bad_options_are_refused_before_any_release(kwargs):
+    with pytest.raises(ValueError):
+        dps.then_m2m("mean", **kwargs)

@@ -57,6 +57,7 @@ def test_polars_expressions_match_callables_and_the_weighted_frame(data):
     by_expr = est.expect(pl.col("a") * pl.col("b"))
     by_fn = est.expect(lambda X: X[:, 0] * X[:, 1])
     assert by_expr == pytest.approx(by_fn, rel=1e-12)
+    assert type(by_expr) is float and type(est.count(pl.col("a") > 0.5)) is float
     frame = est.weighted_frame()
     assert frame.columns == ["a", "b", "weight"] and frame.height == 10_000
     assert float((frame["a"] * frame["b"] * frame["weight"]).sum()) == pytest.approx(by_fn, rel=1e-9)
@@ -160,6 +161,10 @@ def test_user_prior_and_discrete_columns(data):
         dps.M2M(sk, n_samples=1000, prior=lambda n, rng: rng.uniform(1, 2, size=(n, 2)))
     with pytest.raises(ValueError, match="discrete values"):
         dps.M2M(sk, n_samples=1000, discrete={"a": [2.0]})
+    stored = np.random.default_rng(0).uniform(size=(1000, 2))
+    kept = stored.copy()
+    dps.M2M(sk, n_samples=1000, prior=lambda n, rng: stored, discrete={"b": [0, 1]})
+    np.testing.assert_array_equal(stored, kept)  # the user's array is not written into
 
 
 def test_the_design_is_shared_between_sketches_of_one_map(data):
