@@ -29,7 +29,16 @@ from .features import (
     RandomQuadratic,
     feature_map_from_dict,
 )
-from .estimators import KDE, M2M, KDEClassifier, LinearRegression, LogisticRegression, NearestMeanClassifier
+from .estimators import (
+    KDE,
+    M2M,
+    KDEClassifier,
+    L1Distance,
+    LinearRegression,
+    LogisticRegression,
+    NearestMeanClassifier,
+    SquaredL2Distance,
+)
 from .measurements import (
     _make_private_sketch_in_context,
     make_private_sketch,
@@ -77,6 +86,8 @@ __all__ = [
     "KDE",
     "KDEClassifier",
     "NearestMeanClassifier",
+    "L1Distance",
+    "SquaredL2Distance",
     "make_m2m",
     "then_m2m",
 ]

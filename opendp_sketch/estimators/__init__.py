@@ -1,8 +1,9 @@
 """Post-processors: everything here reads a released :class:`~opendp_sketch.Sketch` and public draws."""
 
 from .classify import KDEClassifier, NearestMeanClassifier
+from .distance import L1Distance, SquaredL2Distance
 from .kde import KDE
 from .learn import LinearRegression, LogisticRegression
 from .m2m import M2M
 
-__all__ = ["M2M", "LogisticRegression", "LinearRegression", "KDE", "KDEClassifier", "NearestMeanClassifier"]
+__all__ = ["M2M", "LogisticRegression", "LinearRegression", "KDE", "KDEClassifier", "NearestMeanClassifier", "L1Distance", "SquaredL2Distance"]
