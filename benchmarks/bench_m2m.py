@@ -264,36 +264,7 @@ def main() -> None:
             C.progress(f"logistic {name} ε={eps:g}: AUC {np.mean(aucs):.3f}")
 
     # -- speed -------------------------------------------------------------------------------------
-    from opendp_sketch.estimators import m2m as m2m_module
-    import polars as pl
-
-    fm = dps.RFF(dim=d, num_features=cfg["speed_m"], bandwidth=1.0, seed=1)
-    sk1 = dps.release_sketch(X, fm, bounds=(0, 1), epsilon=1.0)
-    sk2 = dps.release_sketch(X, fm, bounds=(0, 1), epsilon=2.0)
-
-    def cold() -> Any:
-        m2m_module._DESIGN_CACHE.clear()
-        return dps.M2M(sk1, n_samples=ns)
-
-    t_cold = C.median(C.time_repeats(cold, 3, warmup=0))
-    t_warm = C.median(C.time_repeats(lambda: dps.M2M(sk2, n_samples=ns), 3, warmup=0))
-    est = dps.M2M(sk2, n_samples=ns)
-    cols = est.columns
-    query_fns = {
-        "mean()": lambda: est.mean(),
-        "moment(2)": lambda: est.moment(2),
-        "cdf(col, 10 points)": lambda: est.cdf(0, GRID),
-        "quantile(col, 3 levels)": lambda: est.quantile(0, [0.25, 0.5, 0.75]),
-        "covariance()": lambda: est.covariance(),
-        "expect(numpy lambda)": lambda: est.expect(lambda S: S[:, 0] * S[:, 1]),
-        "expect(Polars expr)": lambda: est.expect(pl.col(cols[0]) * pl.col(cols[1])),
-        "count(Polars predicate)": lambda: est.count((pl.col(cols[0]) > 0.3) & (pl.col(cols[1]) < 0.5)),
-        "mean(return_std=True)": lambda: est.mean(return_std=True),
-    }
-    speed_rows = []
-    for label, fn in query_fns.items():
-        t = C.median(C.time_repeats(fn, 5))
-        speed_rows.append([label, C.fmt(t * 1e3), C.fmt(t / t_cold), "yes" if t <= t_cold / 100 else "no"])
+    t_cold, t_warm, speed_rows = speed(X, cfg["speed_m"], ns, dps)
 
     # -- report ------------------------------------------------------------------------------------
     eps_list = cfg["eps"]
@@ -384,6 +355,43 @@ about a warm construction.
     _plot(png, results, exact, base, lr, auc_np, cfg, metric_titles)
     body += f"\nPlot: `{png.name}`.\n"
     C.write_report(od / f"{NAME}.md", f"M2M on Random10 (n = {n:,}, d = {d})", info, body, args.quick)
+
+
+def speed(X: np.ndarray, m: int, ns: int, dps: Any) -> tuple[float, float, list[list[str]]]:
+    """Cold and warm M2M construction time and each further query's time (RFF with ``m`` features)."""
+    import polars as pl
+
+    from opendp_sketch.estimators import m2m as m2m_module
+
+    d = X.shape[1]
+    fm = dps.RFF(dim=d, num_features=m, bandwidth=1.0, seed=1)
+    sk1 = dps.release_sketch(X, fm, bounds=(0, 1), epsilon=1.0)
+    sk2 = dps.release_sketch(X, fm, bounds=(0, 1), epsilon=2.0)
+
+    def cold() -> Any:
+        m2m_module._DESIGN_CACHE.clear()
+        return dps.M2M(sk1, n_samples=ns)
+
+    t_cold = C.median(C.time_repeats(cold, 3, warmup=0))
+    t_warm = C.median(C.time_repeats(lambda: dps.M2M(sk2, n_samples=ns), 3, warmup=0))
+    est = dps.M2M(sk2, n_samples=ns)
+    cols = est.columns
+    query_fns = {
+        "mean()": lambda: est.mean(),
+        "moment(2)": lambda: est.moment(2),
+        "cdf(col, 10 points)": lambda: est.cdf(0, GRID),
+        "quantile(col, 3 levels)": lambda: est.quantile(0, [0.25, 0.5, 0.75]),
+        "covariance()": lambda: est.covariance(),
+        "expect(numpy lambda)": lambda: est.expect(lambda S: S[:, 0] * S[:, 1]),
+        "expect(Polars expr)": lambda: est.expect(pl.col(cols[0]) * pl.col(cols[1])),
+        "count(Polars predicate)": lambda: est.count((pl.col(cols[0]) > 0.3) & (pl.col(cols[1]) < 0.5)),
+        "mean(return_std=True)": lambda: est.mean(return_std=True),
+    }
+    rows = []
+    for label, fn in query_fns.items():
+        t = C.median(C.time_repeats(fn, 5))
+        rows.append([label, C.fmt(t * 1e3), C.fmt(t / t_cold), "yes" if t <= t_cold / 100 else "no"])
+    return t_cold, t_warm, rows
 
 
 def _plot(path: Path, results: dict, exact: dict, base: dict, lr: dict, auc_np: float, cfg: dict, titles: dict) -> None:
