@@ -101,8 +101,8 @@ def main() -> None:
             C.progress(f"RACE R={R} ε={eps:g}: MAE {np.mean(maes):.2e}, MoM {np.mean(maes_mom):.2e}, p95 |err| {np.mean(obs95):.0f} vs bound {bound:.0f}")
         sk = dps.release_sketch(X, fm, bounds=(0, 255), epsilon=1.0)
         kde = dps.KDE(sk)
-        one = C.median(C.time_repeats(lambda: kde(Q[:1]), 20))
-        batch = C.median(C.time_repeats(lambda: kde(Q), 5)) / Q.shape[0]
+        one = C.median(C.time_repeats(lambda k=kde: k(Q[:1]), 20))
+        batch = C.median(C.time_repeats(lambda k=kde: k(Q), 5)) / Q.shape[0]
         time_rows.append([f"RACE R={R}, W={cfg['buckets']}", C.fmt(C.median(builds)), C.fmt(one * 1e3), C.fmt(batch * 1e3)])
 
     for m in cfg["rff_m"]:
@@ -122,8 +122,8 @@ def main() -> None:
             rows_out.append([f"RFF m={m} (Gaussian, σ={WIDTH:g})", f"{eps:g}", C.fmt(np.mean(maes)), "–", C.fmt(sketch_err)])
             C.progress(f"RFF m={m} ε={eps:g}: MAE {np.mean(maes):.2e}")
         kde = dps.KDE(dps.release_sketch(X, fm, bounds=(0, 255), epsilon=1.0))
-        one = C.median(C.time_repeats(lambda: kde(Q[:1]), 20))
-        batch = C.median(C.time_repeats(lambda: kde(Q), 5)) / Q.shape[0]
+        one = C.median(C.time_repeats(lambda k=kde: k(Q[:1]), 20))
+        batch = C.median(C.time_repeats(lambda k=kde: k(Q), 5)) / Q.shape[0]
         time_rows.append([f"RFF m={m}", C.fmt(C.median(builds)), C.fmt(one * 1e3), C.fmt(batch * 1e3)])
 
     body = f"""## Setting

@@ -26,9 +26,9 @@ NAME = "bench_m2m_speed"
 def main() -> None:
     args = C.parse_args(__doc__.splitlines()[0], default_repeats=5)
     import opendp.prelude as dp
+    from bench_m2m import DATA_SEED, FULL, QUICK, speed
 
     import opendp_sketch as dps
-    from bench_m2m import DATA_SEED, FULL, QUICK, speed
 
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL

@@ -17,6 +17,16 @@ from __future__ import annotations
 import opendp.prelude as dp
 
 from .domains import NPArray2BoxDomain, box_domain
+from .estimators import (
+    KDE,
+    M2M,
+    KDEClassifier,
+    L1Distance,
+    LinearRegression,
+    LogisticRegression,
+    NearestMeanClassifier,
+    SquaredL2Distance,
+)
 from .features import (
     RACE,
     RFF,
@@ -28,16 +38,6 @@ from .features import (
     QuantizedRFF,
     RandomQuadratic,
     feature_map_from_dict,
-)
-from .estimators import (
-    KDE,
-    M2M,
-    KDEClassifier,
-    L1Distance,
-    LinearRegression,
-    LogisticRegression,
-    NearestMeanClassifier,
-    SquaredL2Distance,
 )
 from .measurements import (
     _make_private_sketch_in_context,

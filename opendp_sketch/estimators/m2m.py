@@ -28,7 +28,7 @@ import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -43,7 +43,7 @@ __all__ = ["M2M", "Prior"]
 
 #: A user prior: ``prior(n, rng) -> (n, d)`` array of public points inside the box.
 Prior = Callable[[int, np.random.Generator], np.ndarray]
-Query = Union[Callable[[np.ndarray], Any], pl.Expr, Sequence[pl.Expr]]
+Query = Callable[[np.ndarray], Any] | pl.Expr | Sequence[pl.Expr]
 
 _CHUNK = 8192
 _N_CDF_REF = 8
@@ -101,8 +101,8 @@ class _Design:
         """Normalised expected squared error summed over the reference queries, for each ``λ``."""
         out = np.empty(lam.shape)
         s, beta = self.eigvals[:, None], self.ref_rot
-        for i, l in enumerate(lam):
-            alpha = beta / (s + l)
+        for i, lam_i in enumerate(lam):
+            alpha = beta / (s + lam_i)
             bias = self.ref_mean - self.phi_mean_rot @ alpha
             sq = self.ref_sq - 2 * (beta * alpha).sum(axis=0) + (s * alpha * alpha).sum(axis=0)
             var = np.maximum(sq - bias**2, 0.0)

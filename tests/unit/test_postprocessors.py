@@ -48,7 +48,7 @@ def test_context_query_and_budget(X):
     frame = ctx.query().private_sketch(fm).m2m("weighted_frame", n_samples=1000).release()
     assert frame.columns == ["x0", "x1", "weight"]
     assert ctx.remaining_privacy_loss() == []  # both queries of the split are spent
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):  # no queries left in the split
         ctx.query().private_sketch(fm).m2m("mean").release()
 
 
