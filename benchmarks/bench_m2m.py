@@ -335,8 +335,9 @@ All 12·d = {12 * d} one-dimensional queries from one sketch at ε = {e1:g}, aga
 ## Logistic regression (test AUC, mean of {cfg['lr_repeats']} releases)
 
 n = {cfg['lr_n']:,} training rows, 5 features + label; M2M weights with the label drawn from {{0, 1}}.
-Histogram marginals cannot represent the dependence of the label on the features, so its AUC
-stays near chance; RFF and ByClass(RFF) capture it.
+Histogram marginals cannot represent the dependence of the label on the features (their M2M
+weights are a sum of one-column terms), so the fit does not find it and its AUC is not better than
+chance; RFF and ByClass(RFF) capture it.
 
 {C.md_table(["sketch"] + [f"ε={e:g}" for e in cfg['lr_eps']], lr_rows)}
 
