@@ -4,8 +4,8 @@ Data flow: feature maps (:mod:`.features`) → transformations (:mod:`.transform
 measurements (:mod:`.measurements`) → :class:`.Sketch` (:mod:`.sketch`) → estimators
 (:mod:`.estimators`; OpenDP post-processing wrappers in :mod:`.postprocessors`).
 
-Importing the package registers ``box_clip``, ``feature_sum``, ``private_sketch`` and ``m2m`` with
-``dp.register`` so they can be used in ``dp.Context`` queries. The plugin API needs the OpenDP
+Importing the package registers ``box_clip``, ``feature_sum``, ``jl_projection``,
+``private_sketch`` and ``m2m`` with ``dp.register`` so they can be used in ``dp.Context`` queries. The plugin API needs the OpenDP
 features ``"contrib"`` and ``"honest-but-curious"``::
 
     import opendp.prelude as dp
@@ -27,6 +27,14 @@ from .estimators import (
     NearestMeanClassifier,
     SquaredL2Distance,
 )
+from .estimators.smooth import (
+    SmoothKDE,
+    SmoothKernelPlan,
+    exp_sum_error_bound,
+    release_smooth_sketches,
+    smooth_kernel,
+    smooth_kernel_terms,
+)
 from .features import (
     RACE,
     RFF,
@@ -46,6 +54,7 @@ from .measurements import (
     then_private_sketch,
 )
 from .postprocessors import _make_m2m_in_context, make_m2m, then_m2m
+from .projections import JLProjection, make_jl_projection, then_jl_projection
 from .sketch import Sketch, SketchFormatError
 from .transformations import (
     make_box_clip,
@@ -90,6 +99,15 @@ __all__ = [
     "SquaredL2Distance",
     "make_m2m",
     "then_m2m",
+    "JLProjection",
+    "make_jl_projection",
+    "then_jl_projection",
+    "SmoothKDE",
+    "SmoothKernelPlan",
+    "release_smooth_sketches",
+    "smooth_kernel",
+    "smooth_kernel_terms",
+    "exp_sum_error_bound",
 ]
 
 
@@ -101,6 +119,7 @@ def _register() -> None:
         ("feature_sum", make_feature_sum),
         ("private_sketch", _make_private_sketch_in_context),
         ("m2m", _make_m2m_in_context),
+        ("jl_projection", make_jl_projection),
     ):
         if name not in constructors:  # importlib.reload must not fail on re-registration
             dp.register(ctor, name=name)

@@ -5,5 +5,19 @@ from .distance import L1Distance, SquaredL2Distance
 from .kde import KDE
 from .learn import LinearRegression, LogisticRegression
 from .m2m import M2M
+from .smooth import SmoothKDE, SmoothKernelPlan, release_smooth_sketches, smooth_kernel_terms
 
-__all__ = ["M2M", "LogisticRegression", "LinearRegression", "KDE", "KDEClassifier", "NearestMeanClassifier", "L1Distance", "SquaredL2Distance"]
+__all__ = [
+    "M2M",
+    "LogisticRegression",
+    "LinearRegression",
+    "KDE",
+    "KDEClassifier",
+    "NearestMeanClassifier",
+    "L1Distance",
+    "SquaredL2Distance",
+    "SmoothKDE",
+    "SmoothKernelPlan",
+    "release_smooth_sketches",
+    "smooth_kernel_terms",
+]
