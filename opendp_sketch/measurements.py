@@ -247,6 +247,7 @@ def release_sketch(
     column_names: Sequence[str] | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     n_jobs: int | None = None,
+    projection: Any = None,
 ) -> Sketch:
     r"""Release a sketch of ``data`` in one call, spending exactly the given budget.
 
@@ -269,6 +270,10 @@ def release_sketch(
     :param count_fraction: share of the budget for the count
     :param impute: public value(s) replacing NaN; without it NaN/inf are refused
     :param column_names: columns to use (Polars) or names to record (numpy)
+    :param projection: a :class:`~opendp_sketch.JLProjection` applied to every clipped row before
+        the feature map (row-wise, 1-stable): the data and ``bounds`` have
+        ``projection.input_dim`` columns, the map ``projection.output_dim``. Keep the projection
+        (it is public and seeded) to project query points the same way.
     :return: the released :class:`~opendp_sketch.Sketch`
     :raises ValueError: on bad parameters or data (nothing is released)
     :example:
@@ -290,23 +295,38 @@ def release_sketch(
     count_fraction = _fraction(count_fraction)
 
     X, names = _to_array(data, column_names)
-    d = feature_map.input_dim
+    if projection is not None:
+        from .projections import JLProjection
+
+        if not isinstance(projection, JLProjection):
+            raise ValueError(f"projection ({projection!r}) must be a JLProjection")
+        if isinstance(feature_map, ByClass):
+            raise ValueError("a projection cannot be combined with ByClass (it would mix the label into the features)")
+        if projection.output_dim != feature_map.input_dim:
+            raise ValueError(
+                f"the projection outputs {projection.output_dim} columns but the feature map expects {feature_map.input_dim}"
+            )
+    d = feature_map.input_dim if projection is None else projection.input_dim
     if X.shape[1] != d:
-        raise ValueError(f"data has {X.shape[1]} columns but the feature map expects {d}")
+        what = "the feature map" if projection is None else "the projection"
+        raise ValueError(f"data has {X.shape[1]} columns but {what} expects {d}")
     if X.shape[0] == 0:
         raise ValueError("data is empty (0 rows)")
-    lo, hi = _full_bounds(bounds, feature_map)
+    lo, hi = _full_bounds(bounds, feature_map) if projection is None else check_bounds(bounds, d)
     if impute is None and not np.isfinite(X).all():
         raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
     if impute is not None and np.isinf(X).any():
         raise ValueError("data contains infinite values; impute replaces NaN only")
 
     in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
+    source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute, column_names=names)
+    if projection is not None:
+        from .projections import then_jl_projection
+
+        source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
 
     def build(scale: float) -> dp.Measurement:
-        chain = make_box_clip(
-            in_domain, dp.symmetric_distance(), (lo, hi), impute=impute, column_names=names
-        ) >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+        chain = source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
         if delta:
             chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
         return chain

@@ -573,3 +573,22 @@ def test_extreme_budgets_are_spent_fully_and_never_exceeded(data2d, hist2d, budg
     assert budget[key] * 0.99 <= sk.privacy[key] <= budget[key]
     if "delta" in budget:
         assert sk.privacy["delta"] <= budget["delta"]
+
+
+def test_release_with_a_jl_projection(rng):
+    proj = dps.JLProjection(input_dim=40, output_dim=8, seed=3)
+    X = rng.uniform(-1, 1, size=(3000, 40))
+    fm = dps.RFF(dim=8, num_features=400, bandwidth=2.0, seed=0)
+    sk = dps.release_sketch(X, fm, bounds=(-1, 1), epsilon=5.0, projection=proj)
+    assert sk.privacy["epsilon"] <= 5.0 and len(sk.bounds[0]) == 8
+    Q = rng.uniform(-1, 1, size=(5, 40))
+    exact = fm.kernel_value(proj.transform(X)[None, :, :], proj.transform(Q)[:, None, :]).mean(axis=1)
+    np.testing.assert_allclose(dps.KDE(sk)(proj.transform(Q)), exact, atol=0.1)
+    with pytest.raises(ValueError, match="the projection outputs 8 columns but the feature map expects 4"):
+        dps.release_sketch(X, dps.RFF(dim=4, num_features=10), bounds=(-1, 1), epsilon=1.0, projection=proj)
+    with pytest.raises(ValueError, match="data has 39 columns but the projection expects 40"):
+        dps.release_sketch(X[:, :39], fm, bounds=(-1, 1), epsilon=1.0, projection=proj)
+    with pytest.raises(ValueError, match="ByClass"):
+        dps.release_sketch(X, dps.ByClass(fm, 2), bounds=(-1, 1), epsilon=1.0, projection=dps.JLProjection(40, 9))
+    with pytest.raises(ValueError, match="must be a JLProjection"):
+        dps.release_sketch(X, fm, bounds=(-1, 1), epsilon=1.0, projection="jl")
