@@ -143,7 +143,7 @@ script's docstring for maps, bounds and bandwidths (all public choices). Random 
 
 On the embeddings the classes overlap (noise norm ≈ 7 around unit centres), so the density of one
 class at a query differs from another's by far less than the random-feature error of an RFF
-kernel estimate with m = 1000 (≈ 1/√500): the KDE classifier stays below 0.45 even without
+kernel estimate with m = 1000 (≈ 1/√500): the KDE classifier stays below 0.5 even without
 noise, while the nearest noisy mean averages the signal linearly and reaches the non-private
 accuracy from ε ≈ 3. On digits (few rows: 1,257) both need ε ≳ 10.
 """
