@@ -56,6 +56,7 @@ from .measurements import (
 from .postprocessors import _make_m2m_in_context, make_m2m, then_m2m
 from .projections import JLProjection, make_jl_projection, then_jl_projection
 from .sketch import Sketch, SketchFormatError
+from .streaming import FrameBoxDomain, frame_box_domain, make_frame_feature_sum, make_frame_row_count
 from .transformations import (
     make_box_clip,
     make_feature_sum,
@@ -99,6 +100,10 @@ __all__ = [
     "SquaredL2Distance",
     "make_m2m",
     "then_m2m",
+    "frame_box_domain",
+    "FrameBoxDomain",
+    "make_frame_feature_sum",
+    "make_frame_row_count",
     "JLProjection",
     "make_jl_projection",
     "then_jl_projection",

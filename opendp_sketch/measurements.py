@@ -13,6 +13,7 @@ No noise is drawn anywhere else in this package.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,14 @@ from .domains import box_descriptor
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .features.byclass import ByClass
 from .sketch import Sketch, discrete_laplace_variance
+from .streaming import (
+    bad_value_counts,
+    frame_box_domain,
+    frame_descriptor,
+    make_frame_feature_sum,
+    make_frame_row_count,
+    scan,
+)
 from .transformations import make_box_clip, make_feature_sum, make_row_count
 
 __all__ = ["make_private_sketch", "then_private_sketch", "release_sketch", "DEFAULT_COUNT_FRACTION"]
@@ -99,7 +108,7 @@ def make_private_sketch(
     """
     dp.assert_features("contrib", "honest-but-curious")
     mechanism = _mechanism_of(output_measure)
-    desc = box_descriptor(input_domain)
+    desc = frame_descriptor(input_domain) or box_descriptor(input_domain)
     p = 1 if mechanism == "laplace" else 2
     # domain and feature map first, so a mismatch is reported as such even inside a search
     t_sum, t_count = _sources(input_domain, input_metric, feature_map, p, chunk_rows, n_jobs)
@@ -173,6 +182,11 @@ def _sources(
     """
     key = (str(input_domain), str(input_metric), p, chunk_rows, n_jobs)
     cache = feature_map.__dict__.setdefault("_source_cache", {})
+    if key not in cache and frame_descriptor(input_domain) is not None:
+        cache[key] = (
+            make_frame_feature_sum(input_domain, input_metric, feature_map, p=p, chunk_rows=chunk_rows, n_jobs=n_jobs),
+            make_frame_row_count(input_domain, input_metric),
+        )
     if key not in cache:
         cache[key] = (
             make_feature_sum(
@@ -207,6 +221,19 @@ def _make_private_sketch_in_context(
 
 
 # -- one-call release ------------------------------------------------------------------------
+
+def _as_frame_source(data: Any) -> Any:
+    """A path to a Parquet/CSV/IPC file becomes a lazy scan; anything else is returned as is."""
+    if isinstance(data, (str, os.PathLike)):
+        return scan(data)
+    return data
+
+
+def _is_lazyframe(data: Any) -> bool:
+    import polars as pl
+
+    return isinstance(data, pl.LazyFrame)
+
 
 def _to_array(data: Any, column_names: Sequence[str] | None) -> tuple[np.ndarray, list[str] | None]:
     """numpy 2-D float64 view of numpy or Polars input; errors never echo data values."""
@@ -260,7 +287,8 @@ def release_sketch(
     the measurement's privacy map). Data is validated *before* anything is released: a refused
     call releases nothing and spends nothing, and its error never shows a data value.
 
-    :param data: numpy array ``(n, d)`` or Polars DataFrame/LazyFrame
+    :param data: numpy array ``(n, d)``, Polars DataFrame, or — streamed in batches with memory
+        independent of ``n`` — a Polars LazyFrame or the path of a Parquet/CSV/IPC file
     :param feature_map: the public feature map (``ByClass`` expects the label as last column)
     :param bounds: public ``(lower, upper)`` per column; values outside are clipped
     :param epsilon: ε
@@ -294,6 +322,14 @@ def release_sketch(
     measure, d_out, budget = _parse_budget(epsilon, delta, rho)
     count_fraction = _fraction(count_fraction)
 
+    data = _as_frame_source(data)
+    if _is_lazyframe(data):
+        if projection is not None:
+            raise ValueError("projection= needs in-memory data (a numpy array or a Polars DataFrame)")
+        return _release_frame(
+            data, feature_map, bounds, measure, d_out, budget, delta, contributions, count_fraction,
+            impute, column_names, chunk_rows, n_jobs,
+        )
     X, names = _to_array(data, column_names)
     if projection is not None:
         from .projections import JLProjection
@@ -331,6 +367,13 @@ def release_sketch(
             chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
         return chain
 
+    return _search_and_release(build, X, feature_map, budget, d_out, contributions)
+
+
+def _search_and_release(
+    build: Any, data: Any, feature_map: FeatureMap, budget: str, d_out: Any, contributions: int
+) -> Sketch:
+    """Find the smallest noise scale OpenDP certifies for the budget, then release once."""
     # bracket the search around the analytic scale (~60 steps instead of ~1000): Laplace needs
     # d_in·Δ₁/(ε(1-c)) and ρ-zCDP d_in·Δ₂/√(2ρ(1-c)), both above ref; (ε, δ) Gaussian stays
     # mostly within [ref/20, 10⁴·ref]; extreme δ fall back to wider brackets
@@ -349,10 +392,62 @@ def release_sketch(
             continue
     if meas is None:
         meas = dp.binary_search_chain(build, d_in=contributions, d_out=d_out, T=float)
-    sketch = meas(X)
+    sketch = meas(data)
     spent = meas.map(contributions)
     sketch.privacy = {"measure": str(meas.output_measure), "d_in": contributions, **_spent(budget, spent)}
     return sketch
+
+
+def _release_frame(
+    frame: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    measure: dp.Measure,
+    d_out: Any,
+    budget: str,
+    delta: float | None,
+    contributions: int,
+    count_fraction: float,
+    impute: Any,
+    column_names: Sequence[str] | None,
+    chunk_rows: int,
+    n_jobs: int | None,
+) -> Sketch:
+    """Streamed release of a LazyFrame: validated by streaming queries first, released once."""
+    import polars as pl
+
+    schema = frame.collect_schema()
+    names = list(column_names) if column_names is not None else list(schema.names())
+    missing = [c for c in names if c not in schema]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the data (columns: {list(schema.names())})")
+    bad = [c for c in names if not schema[c].is_numeric()]
+    if bad:
+        raise ValueError(f"columns {bad} must be numeric")
+    d = feature_map.input_dim
+    if len(names) != d:
+        raise ValueError(f"data has {len(names)} columns but the feature map expects {d}")
+    lo, hi = _full_bounds(bounds, feature_map)
+    if int(frame.select(pl.len()).collect().item()) == 0:
+        raise ValueError("data is empty (0 rows)")
+    nulls, infs = bad_value_counts(frame, names)
+    if impute is None and any(nulls.values()):
+        raise ValueError(
+            f"columns {[c for c, v in nulls.items() if v]} contain null or NaN values; clean them or pass impute=<public value>"
+        )
+    if any(infs.values()):
+        raise ValueError(f"columns {[c for c, v in infs.items() if v]} contain infinite values")
+    domain = frame_box_domain((lo, hi), names, impute=impute)
+
+    def build(scale: float) -> dp.Measurement:
+        chain = make_private_sketch(
+            domain, dp.symmetric_distance(), measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
+        )
+        if delta:
+            chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
+        return chain
+
+    return _search_and_release(build, frame, feature_map, budget, d_out, contributions)
 
 
 def _number(v: Any, name: str, allow_zero: bool = False) -> float:

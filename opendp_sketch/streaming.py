@@ -1,0 +1,227 @@
+"""Streamed releases from Polars LazyFrames, Parquet and CSV files: memory independent of ``n``.
+
+A *frame domain* (:func:`frame_box_domain`) holds Polars frames with named numeric columns and a
+public box per column. :func:`make_frame_feature_sum` reads such a frame in batches (Polars'
+streaming engine, ``LazyFrame.collect_batches``), clamps each batch into the box, and adds the
+batch's exact integer feature sums; :func:`make_frame_row_count` counts the rows. Both are
+row-wise per batch, so their stabilities are those of the in-memory path: ``d_in·Δ_p`` and
+``d_in``. :func:`~opendp_sketch.make_private_sketch` accepts a frame domain wherever it accepts a
+``box_domain``, and :func:`~opendp_sketch.release_sketch` streams a ``LazyFrame`` or a file path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import opendp.prelude as dp
+import polars as pl
+
+from ._bounds import check_bounds
+from ._fixed import Accumulator
+from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+
+__all__ = ["frame_box_domain", "FrameBoxDomain", "make_frame_feature_sum", "make_frame_row_count", "scan"]
+
+#: rows per batch read from a frame (bounded memory: batch_rows × columns float64 at a time)
+DEFAULT_BATCH_ROWS = 1 << 16
+_I64_MAX = (1 << 63) - 1
+_SCANNERS = {".parquet": pl.scan_parquet, ".pq": pl.scan_parquet, ".csv": pl.scan_csv, ".ipc": pl.scan_ipc, ".arrow": pl.scan_ipc}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameBoxDomain:
+    """Descriptor of :func:`frame_box_domain`: Polars frames with numeric columns and a public box."""
+
+    lower: tuple[float, ...]
+    upper: tuple[float, ...]
+    num_columns: int
+    column_names: tuple[str, ...]
+    impute: tuple[float, ...] | None
+    """public values that replace null/NaN (``None``: frames with null/NaN are not members)"""
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(self.lower), np.array(self.upper)
+
+
+def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = None) -> dp.Domain:
+    """Domain of Polars ``LazyFrame``/``DataFrame`` values with the named numeric columns.
+
+    Values outside the public box are members (the transformations clamp them, row by row);
+    null/NaN values are members only when public ``impute`` values (one per column, or one for
+    all) are given, and are read as those values. Membership is checked on the schema; values
+    are checked while streaming.
+
+    :example:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> dom = dps.frame_box_domain(bounds=(0.0, 1.0), column_names=["a", "b"])
+    >>> dom.member(pl.LazyFrame({"a": [0.5], "b": [2.0], "c": ["x"]}))
+    True
+    >>> dom.member(pl.LazyFrame({"a": ["text"], "b": [0.1]}))
+    False
+    """
+    names = tuple(str(c) for c in column_names)
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"column_names ({list(names)}) must be distinct and non-empty")
+    lo, hi = check_bounds(bounds, len(names))
+    fill = None
+    if impute is not None:
+        fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), (len(names),))
+        if not np.isfinite(fill).all():
+            raise ValueError("impute values must be finite")
+    desc = FrameBoxDomain(
+        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=len(names), column_names=names,
+        impute=None if fill is None else tuple(fill.tolist()),
+    )
+
+    def _member(x: Any) -> bool:
+        if not isinstance(x, (pl.LazyFrame, pl.DataFrame)):
+            return False
+        schema = x.collect_schema() if isinstance(x, pl.LazyFrame) else x.schema
+        return all(c in schema and schema[c].is_numeric() for c in names)
+
+    ident = f"FrameBoxDomain(column_names={list(names)}, lower={list(desc.lower)}, upper={list(desc.upper)}"
+    ident += ")" if desc.impute is None else f", impute={list(desc.impute)})"
+    return dp.user_domain(ident, _member, desc)
+
+
+def frame_descriptor(domain: dp.Domain) -> FrameBoxDomain | None:
+    desc = getattr(domain, "descriptor", None)
+    return desc if isinstance(desc, FrameBoxDomain) else None
+
+
+def scan(source: str | os.PathLike[str]) -> pl.LazyFrame:
+    """A lazy scan of a Parquet, CSV or Arrow IPC file (by extension); nothing is read yet.
+
+    :raises ValueError: for a missing file or an unknown extension
+    """
+    path = Path(source)
+    scanner = _SCANNERS.get(path.suffix.lower())
+    if scanner is None:
+        raise ValueError(f"{path.name}: unknown file type; expected one of {sorted(_SCANNERS)}")
+    if not path.exists():
+        raise ValueError(f"{path}: no such file")
+    return scanner(path)
+
+
+def iter_batches(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str], batch_rows: int) -> Iterator[np.ndarray]:
+    """float64 ``(rows, len(names))`` blocks of at most ``batch_rows`` rows (nulls become NaN)."""
+    lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
+    query = lf.select([pl.col(c).cast(pl.Float64) for c in names])
+    for batch in query.collect_batches(chunk_size=batch_rows, maintain_order=False):
+        if batch.height:
+            yield batch.to_numpy()
+
+
+def _check_common(input_domain: dp.Domain, input_metric: dp.Metric) -> FrameBoxDomain:
+    dp.assert_features("contrib", "honest-but-curious")
+    desc = frame_descriptor(input_domain)
+    if desc is None:
+        raise ValueError(f"input_domain ({input_domain}) must be a frame_box_domain")
+    if input_metric != dp.symmetric_distance():
+        raise ValueError(f"input_metric ({input_metric}) must be dp.symmetric_distance()")
+    return desc
+
+
+def make_frame_feature_sum(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    p: int = 1,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Transformation:
+    r"""Exact integer ``Σ_i q(clamp(x_i))`` over a streamed frame (``i64``, like
+    ``make_feature_sum(..., fixed_point=True)``).
+
+    Each batch is clamped into the public box (after replacing NaN/null by the domain's public
+    ``impute`` values), summed exactly in integers and added to
+    a running exact sum; the total saturates at the int64 range. Batches partition the rows, so
+    the total equals the in-memory sum of the same rows, and the stability is ``d_in·Δ_p``.
+
+    :example:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0, 1), bins=2, dim=1)
+    >>> dom = dps.frame_box_domain((0, 1), ["x"])
+    >>> t = dps.make_frame_feature_sum(dom, dp.symmetric_distance(), fm, batch_rows=2)
+    >>> t(pl.LazyFrame({"x": [0.1, 0.2, 0.9, 7.0]})), t.map(1)
+    ([2, 2], 1)
+    """
+    from .transformations import _stability_up
+
+    desc = _check_common(input_domain, input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if feature_map.input_dim != desc.num_columns:
+        raise ValueError(f"feature_map expects {feature_map.input_dim} columns but the frame domain has {desc.num_columns}")
+    if p not in (1, 2):
+        raise ValueError(f"p ({p!r}) must be 1 or 2")
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
+        raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
+    lo, hi = desc.bounds
+    fill = None if desc.impute is None else np.array(desc.impute)
+    names = desc.column_names
+
+    def function(frame: Any) -> np.ndarray:
+        total = Accumulator(feature_map.num_features)
+        for X in iter_batches(frame, names, batch_rows):
+            X = _fill(X, fill)
+            total.add_exact(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs).total())
+        return total.clipped(_I64_MAX)
+
+    isens = feature_map.int_sensitivity(p)
+    out = dp.vector_domain(dp.atom_domain(T=dp.i64))
+    if p == 1:
+        return dp.t.make_user_transformation(
+            input_domain, input_metric, out, dp.l1_distance(T=dp.i64), function, lambda d_in: d_in * isens
+        )
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, out, dp.l2_distance(T=float), function, lambda d_in: _stability_up(d_in, isens)
+    )
+
+
+def make_frame_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Transformation:
+    """Number of rows of a frame (``i64``, 1-stable); Parquet files answer from their metadata."""
+    _check_common(input_domain, input_metric)
+
+    def function(frame: Any) -> int:
+        lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
+        return min(int(lf.select(pl.len()).collect().item()), _I64_MAX)
+
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64), function, lambda d_in: d_in
+    )
+
+
+def _fill(X: np.ndarray, fill: np.ndarray | None) -> np.ndarray:
+    bad = np.isnan(X)
+    if bad.any():
+        if fill is None:  # not a member of a nan=False domain; release_sketch checks before releasing
+            raise ValueError("the data contains null or NaN values; pass impute=<public value(s)>")
+        X = np.where(bad, fill, X)
+    return X  # ±inf are clamped into the box like any other value
+
+
+def bad_value_counts(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per column, the numbers of null/NaN and of infinite values (one streaming pass, before
+    releasing: the counts decide whether to refuse, they are never released)."""
+    lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
+    exprs = []
+    for c in names:
+        v = pl.col(c).cast(pl.Float64)
+        exprs += [(v.is_null() | v.is_nan()).sum().alias(f"n{c}"), v.is_infinite().sum().alias(f"i{c}")]
+    row = lf.select(exprs).collect(engine="streaming").row(0)
+    return (
+        {c: int(row[2 * j] or 0) for j, c in enumerate(names)},
+        {c: int(row[2 * j + 1] or 0) for j, c in enumerate(names)},
+    )
