@@ -16,6 +16,16 @@ from __future__ import annotations
 
 import opendp.prelude as dp
 
+from .dask import (
+    DaskBoxDomain,
+    dask_box_domain,
+    make_dask_feature_sum,
+    make_dask_sum_and_count,
+    make_private_dask_sketch,
+    release_dask_sketch,
+    then_dask_feature_sum,
+    then_private_dask_sketch,
+)
 from .domains import NPArray2BoxDomain, box_domain
 from .estimators import (
     KDE,
@@ -100,6 +110,14 @@ __all__ = [
     "SquaredL2Distance",
     "make_m2m",
     "then_m2m",
+    "dask_box_domain",
+    "DaskBoxDomain",
+    "make_dask_sum_and_count",
+    "make_dask_feature_sum",
+    "then_dask_feature_sum",
+    "make_private_dask_sketch",
+    "then_private_dask_sketch",
+    "release_dask_sketch",
     "frame_box_domain",
     "FrameBoxDomain",
     "make_frame_feature_sum",

@@ -130,6 +130,29 @@ def make_private_sketch(
         noise = dp.m.then_laplace if mechanism == "laplace" else dp.m.then_gaussian
         composed = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
 
+    bounds = (list(desc.lower), list(desc.upper))
+    names = None if desc.column_names is None else list(desc.column_names)
+    return _finish_sketch(composed, feature_map, mechanism, int_scale, count_scale, count_fraction, bounds, names)
+
+
+then_private_sketch = to_then(make_private_sketch)
+
+
+def _finish_sketch(
+    composed: dp.Measurement,
+    feature_map: FeatureMap,
+    mechanism: str,
+    int_scale: float,
+    count_scale: float,
+    count_fraction: float,
+    bounds: tuple[list[float], list[float]],
+    names: list[str] | None,
+) -> dp.Measurement:
+    """``composed`` (releasing ``[noisy integer sum, noisy count]``) followed by packing into a
+    :class:`~opendp_sketch.Sketch` with its noise description.
+
+    Shared by :func:`make_private_sketch` and :func:`~opendp_sketch.dask.make_private_dask_sketch`.
+    """
     unit = feature_map.unit
     if mechanism == "laplace":
         sum_var = discrete_laplace_variance(int_scale) * unit**2
@@ -146,8 +169,6 @@ def make_private_sketch(
         "count_fraction": count_fraction,
     }
     measure_name = "MaxDivergence" if mechanism == "laplace" else "ZeroConcentratedDivergence"
-    bounds = (list(desc.lower), list(desc.upper))
-    names = None if desc.column_names is None else list(desc.column_names)
 
     def to_sketch(released: list[Any]) -> Sketch:
         return Sketch(
@@ -161,9 +182,6 @@ def make_private_sketch(
         )
 
     return composed >> dp.new_function(to_sketch, TO="ExtrinsicObject")
-
-
-then_private_sketch = to_then(make_private_sketch)
 
 
 def _sources(

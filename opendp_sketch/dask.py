@@ -1,0 +1,569 @@
+"""Dask adapter: the same sketch release on a Dask array or DataFrame.
+
+What runs where:
+
+* **workers**, one task per partition: impute NaN (if asked), clip into the public box, and the
+  exact integer feature sum ``Σ q(x)`` (:meth:`~opendp_sketch.FeatureMap.fixed_sum`) plus the row
+  count — plain Python ints, no noise, no data leaves the worker except these totals;
+* **client**: add the per-partition totals exactly (Python ints), saturate to int64 as the
+  single-process path does, then draw the noise **once** with OpenDP's own mechanisms.
+
+Every row lives in exactly one partition and integer addition is exact and order-free, so the
+combined sum is identical to ``feature_map.fixed_sum`` of the clipped rows in one process,
+whatever the partitioning; the stability (``d_in · Δ_p``) is the one of
+:func:`~opendp_sketch.make_feature_sum`.
+
+Dask is an optional dependency (``pip install opendp-sketch[dask]``): it is imported only when a
+function here needs it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import opendp.prelude as dp
+from opendp.extras._utilities import to_then
+
+from ._bounds import check_bounds
+from ._fixed import Accumulator
+from .features.base import FeatureMap, feature_map_from_dict
+from .measurements import (
+    DEFAULT_COUNT_FRACTION,
+    _count_scale,
+    _finish_sketch,
+    _fraction,
+    _full_bounds,
+    _mechanism_of,
+    _number,
+    _parse_budget,
+    _search_and_release,
+)
+from .sketch import Sketch
+from .transformations import _I64_MAX, _require_symmetric, _stability_up
+
+__all__ = [
+    "dask_box_domain",
+    "DaskBoxDomain",
+    "make_dask_sum_and_count",
+    "make_dask_feature_sum",
+    "then_dask_feature_sum",
+    "make_private_dask_sketch",
+    "then_private_dask_sketch",
+    "release_dask_sketch",
+]
+
+#: metric of the (sum, count) pair: the symmetric distance between the datasets it came from
+_SOURCE_DISTANCE = "SymmetricDistanceOfSource()"
+
+#: refusals of non-member data, found in the pass over the data (fixed texts: no data values)
+_NAN_REFUSED = "data contains NaN; clean it or pass impute=<public value>"
+_INF_REFUSED = "data contains infinite values; clean it (impute replaces NaN only)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaskBoxDomain:
+    """Descriptor of :func:`dask_box_domain`: 2-D Dask collections clipped into a public box."""
+
+    lower: tuple[float, ...]
+    """per-column lower bounds of the clipping box"""
+    upper: tuple[float, ...]
+    """per-column upper bounds of the clipping box"""
+    num_columns: int
+    """``d``"""
+    column_names: tuple[str, ...] | None
+    """columns read from a DataFrame (required for DataFrames), names recorded in the sketch"""
+    nan: bool
+    """members may contain NaN (then the transformations need ``impute``)"""
+    inf: bool
+    """members may contain ``±inf`` (clipped to the bounds)"""
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)`` as float64 vectors."""
+        return np.array(self.lower), np.array(self.upper)
+
+
+def _numeric(dtype: Any) -> bool:
+    return getattr(dtype, "kind", "O") in "biuf"
+
+
+def _is_dask_array(x: Any) -> bool:
+    da = sys.modules.get("dask.array")  # a Dask array exists only once dask.array is imported
+    return da is not None and isinstance(x, da.Array)
+
+
+def _is_dask_frame(x: Any) -> bool:
+    dd = sys.modules.get("dask.dataframe")
+    return dd is not None and isinstance(x, dd.DataFrame)
+
+
+def dask_box_domain(
+    bounds: Any,
+    num_columns: int | None = None,
+    column_names: Sequence[str] | None = None,
+    nan: bool = False,
+    inf: bool = True,
+) -> dp.Domain:
+    """Domain of Dask collections of ``d`` numeric columns, with a public clipping box.
+
+    Members are a ``dask.array.Array`` with ``ndim == 2`` and ``d`` columns of a numeric dtype, or
+    a ``dask.dataframe.DataFrame`` holding the numeric columns ``column_names``. Values may lie
+    outside ``bounds``: the transformations clip them into the box, row by row. Membership is
+    checked on the collection's structure only (values stay on the cluster); NaN (unless
+    ``nan=True``) or ``±inf`` (if ``inf=False``) make data a non-member, which the feature sum
+    detects in its single pass and refuses before any noise is drawn.
+
+    :param bounds: public ``(lower, upper)``, scalars or one value per column
+    :param num_columns: ``d`` (needed only when both bounds are scalars and no names are given)
+    :param column_names: columns to read from a DataFrame (required for DataFrames); names recorded
+        in the sketch
+    :param nan: whether members may contain NaN (requires ``impute`` in the transformations)
+    :param inf: whether members may contain ``±inf`` (clipped to the bounds)
+    :return: an OpenDP domain whose ``descriptor`` is :class:`DaskBoxDomain`
+    :raises ValueError: on malformed bounds or names
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, dask.array as da
+    >>> from opendp_sketch.dask import dask_box_domain
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> dom = dask_box_domain((0.0, [1.0, 5.0]))
+    >>> dom.descriptor.num_columns, dom.descriptor.upper
+    (2, (1.0, 5.0))
+    >>> dom.member(da.zeros((10, 2), chunks=5)), dom.member(da.zeros((10, 3), chunks=5))
+    (True, False)
+    """
+    if not isinstance(nan, bool) or not isinstance(inf, bool):
+        raise ValueError(f"nan ({nan!r}) and inf ({inf!r}) must be True or False")
+    if num_columns is None and column_names is not None:
+        num_columns = len(column_names)
+    lo, hi = check_bounds(bounds, num_columns)
+    names = None
+    if column_names is not None:
+        names = tuple(str(c) for c in column_names)
+        if len(names) != lo.size or len(set(names)) != len(names):
+            raise ValueError(f"column_names ({list(names)}) must be {lo.size} distinct names")
+    desc = DaskBoxDomain(
+        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=lo.size,
+        column_names=names, nan=nan, inf=inf,
+    )
+
+    def _member(x: Any) -> bool:
+        if _is_dask_array(x):
+            return x.ndim == 2 and x.shape[1] == lo.size and _numeric(x.dtype)
+        if _is_dask_frame(x) and names is not None:
+            return all(c in x.columns and _numeric(x.dtypes[c]) for c in names)
+        return False
+
+    ident = (
+        f"DaskBoxDomain(num_columns={lo.size}, lower={list(desc.lower)}, upper={list(desc.upper)}, "
+        f"column_names={None if names is None else list(names)}, nan={nan}, inf={inf})"
+    )
+    return dp.user_domain(ident, _member, desc)
+
+
+def _dask_descriptor(domain: dp.Domain) -> DaskBoxDomain:
+    desc = getattr(domain, "descriptor", None)
+    if not isinstance(desc, DaskBoxDomain):
+        raise ValueError(f"input_domain ({domain}) must be a dask_box_domain (see opendp_sketch.dask)")
+    return desc
+
+
+# -- per-partition work (runs on the workers) -------------------------------------------------
+
+def _partition_stats(block: Any, config: tuple) -> tuple[list[int] | None, int, bool, bool]:
+    """``(Σ q(x) as Python ints, rows, has NaN, has ±inf)`` of one partition.
+
+    Imputes, then clips into the box inside ``fixed_sum`` (``fmin(fmax(x, lo), hi)``, the rule of
+    :func:`~opendp_sketch.make_box_clip`). A partition with NaN and no imputation skips the sum:
+    the client refuses the data anyway.
+    """
+    feature_map, lo, hi, fill, n_jobs = config
+    if not isinstance(block, np.ndarray):  # a pandas partition of a Dask DataFrame
+        block = block.to_numpy(dtype=np.float64, na_value=np.nan)
+    x = np.asarray(block, dtype=np.float64)
+    isnan = np.isnan(x)
+    has_nan = bool(isnan.any())
+    if has_nan and fill is None:
+        return None, x.shape[0], True, bool(np.isinf(x).any())
+    if has_nan:
+        x = np.where(isnan, fill, x)
+    has_inf = bool(np.isinf(x).any())
+    return feature_map.fixed_sum(x, clip=(lo, hi), n_jobs=n_jobs), x.shape[0], has_nan, has_inf
+
+
+def _partitions(data: Any, desc: DaskBoxDomain) -> list[Any]:
+    """One delayed 2-D block per row partition, all ``d`` columns in each."""
+    if _is_dask_array(data):
+        if data.numblocks[1] != 1:
+            data = data.rechunk({1: -1})  # a task needs whole rows
+        return list(data.to_delayed().ravel())
+    return list(data[list(desc.column_names)].to_delayed())
+
+
+def _sum_and_count(
+    data: Any, desc: DaskBoxDomain, feature_map: FeatureMap, fill: np.ndarray | None, n_jobs: int | None
+) -> tuple[np.ndarray, int]:
+    """Run the partition tasks on the current Dask scheduler and combine exactly on the client."""
+    import dask
+
+    lo, hi = desc.bounds
+    # one graph node for the public configuration, shared by every partition task
+    config = dask.delayed((feature_map, lo, hi, fill, n_jobs), traverse=False)
+    task = dask.delayed(_partition_stats, pure=True)
+    results = dask.compute(*[task(block, config) for block in _partitions(data, desc)])
+    if any(r[2] for r in results) and fill is None:
+        # NaN is outside the input domain: refuse before any noise is drawn or budget spent
+        raise ValueError(_NAN_REFUSED)
+    if not desc.inf and any(r[3] for r in results):
+        raise ValueError(_INF_REFUSED)
+    acc = Accumulator(feature_map.num_features)
+    for part, _, _, _ in results:
+        acc.add_exact(part)
+    # same saturation as make_feature_sum(fixed_point=True) and make_row_count
+    return acc.clipped(_I64_MAX), min(sum(r[1] for r in results), _I64_MAX)
+
+
+# -- transformations --------------------------------------------------------------------------
+
+def _check_impute(impute: Any, desc: DaskBoxDomain, input_domain: dp.Domain) -> np.ndarray | None:
+    if impute is None:
+        if desc.nan:
+            raise ValueError(
+                f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
+            )
+        return None
+    try:
+        fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), (desc.num_columns,)).copy()
+    except (TypeError, ValueError):
+        raise ValueError(f"impute ({impute!r}) must be one number or one per column") from None
+    if not np.isfinite(fill).all():
+        raise ValueError(f"impute ({impute!r}) must be finite")
+    return fill
+
+
+def make_dask_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Transformation:
+    """The pair ``(Σ q(x_i), n)`` of a Dask collection, computed in **one** pass over the cluster.
+
+    The output is an ``(int64 vector, int)`` pair under the metric ``SymmetricDistanceOfSource()``:
+    the distance of two pairs is the symmetric distance of the datasets they were computed from,
+    so this transformation is 1-stable by definition, and each half is read off by a
+    transformation with the stability of its single-process counterpart
+    (:func:`~opendp_sketch.make_feature_sum`: ``d_in·Δ_p``; the row count: ``d_in``).
+    :func:`make_private_dask_sketch` composes the two noisy halves *after* this transformation,
+    so OpenDP's composition, which hands the input to each branch, does not trigger two passes.
+
+    :param input_domain: a :func:`dask_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param feature_map: the public feature map (``input_dim`` columns)
+    :param impute: public value(s) replacing NaN; without it NaN is refused (nothing released)
+    :param n_jobs: threads inside each partition task (Dask already runs partitions in parallel)
+    :return: a Transformation
+    :example:
+
+    >>> import numpy as np, dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
+    >>> t = make_dask_sum_and_count(dask_box_domain((0.0, 1.0), num_columns=1),
+    ...                             dp.symmetric_distance(), fm)
+    >>> X = da.from_array(np.array([[0.1], [0.2], [0.9], [7.0]]), chunks=(3, 1))
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     s, n = t(X)
+    >>> s.tolist(), n
+    ([2, 2], 4)
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    desc = _dask_descriptor(input_domain)
+    _require_symmetric(input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if feature_map.input_dim != desc.num_columns:
+        raise ValueError(
+            f"feature_map expects {feature_map.input_dim} columns but input_domain has {desc.num_columns}"
+        )
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
+        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    fill = _check_impute(impute, desc, input_domain)
+    # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
+    portable = feature_map_from_dict(feature_map.to_dict())
+    m = feature_map.num_features
+    output_domain = dp.user_domain(
+        f"DaskSumCount(num_features={m})",
+        lambda v: isinstance(v, tuple) and len(v) == 2 and np.shape(v[0]) == (m,) and isinstance(v[1], int),
+    )
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, output_domain, dp.user_distance(_SOURCE_DISTANCE),
+        lambda x: _sum_and_count(x, desc, portable, fill, n_jobs), lambda d_in: d_in,
+    )
+
+
+def _take_sum(pair: dp.Transformation, feature_map: FeatureMap, p: int) -> dp.Transformation:
+    """The sum half of the pair, with the stability of ``make_feature_sum(fixed_point=True)``."""
+    isens = feature_map.int_sensitivity(p)
+    if p == 1:
+        metric, stability = dp.l1_distance(T=dp.i64), lambda d_in: d_in * isens
+    else:
+        metric, stability = dp.l2_distance(T=float), lambda d_in: _stability_up(d_in, isens)
+    return dp.t.make_user_transformation(
+        pair.output_domain, pair.output_metric, dp.vector_domain(dp.atom_domain(T=dp.i64)), metric,
+        lambda v: v[0], stability,
+    )
+
+
+def _take_count(pair: dp.Transformation) -> dp.Transformation:
+    """The count half of the pair (1-stable, like ``make_row_count``)."""
+    return dp.t.make_user_transformation(
+        pair.output_domain, pair.output_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64),
+        lambda v: v[1], lambda d_in: d_in,
+    )
+
+
+def make_dask_feature_sum(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    p: Literal[1, 2] = 1,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Transformation:
+    """``Σ_i q(x_i)`` of a Dask collection: the output of ``make_feature_sum(fixed_point=True)``.
+
+    An ``int64`` vector (units of ``2^-k``) under ``l1_distance(T=i64)`` (``p=1``) or
+    ``l2_distance(T=f64)`` (``p=2``) with stability ``d_in·Δ_p`` in integer units, identical to
+    the single-process sum of the clipped rows for any partitioning.
+
+    :param input_domain: a :func:`dask_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param feature_map: the public feature map
+    :param p: 1 or 2, the norm of the output metric
+    :param impute: public value(s) replacing NaN; without it NaN is refused
+    :param n_jobs: threads inside each partition task
+    :return: a Transformation
+    :example:
+
+    >>> import numpy as np, dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.dask import dask_box_domain, make_dask_feature_sum
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> t = make_dask_feature_sum(dask_box_domain((0.0, 1.0), num_columns=1),
+    ...                           dp.symmetric_distance(), fm)
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     print(t(da.from_array(np.array([[0.1], [0.2], [0.9]]), chunks=(2, 1))))
+    [2, 0, 0, 1]
+    >>> t.map(1), t.output_metric
+    (1, L1Distance(i64))
+    """
+    if p not in (1, 2):
+        raise ValueError(f"p ({p!r}) must be 1 or 2")
+    pair = make_dask_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+    return pair >> _take_sum(pair, feature_map, p)
+
+
+then_dask_feature_sum = to_then(make_dask_feature_sum)
+
+
+# -- measurement ------------------------------------------------------------------------------
+
+def _dask_sources(
+    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, p: int, impute: Any, n_jobs: Any
+) -> tuple[dp.Transformation, dp.Transformation, dp.Transformation]:
+    """Scale-independent pieces ``(pair, take_sum, take_count)``, cached on the feature map
+    (parameter searches rebuild the measurement many times; only the noise depends on the scale)."""
+    key = (str(input_domain), str(input_metric), p, repr(impute), n_jobs)
+    cache = feature_map.__dict__.setdefault("_dask_source_cache", {})
+    if key not in cache:
+        pair = make_dask_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+        cache[key] = (pair, _take_sum(pair, feature_map, p), _take_count(pair))
+    return cache[key]
+
+
+def make_private_dask_sketch(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    scale: float,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Measurement:
+    r"""Release ``Σ Φ(x_i) + ξ`` and ``n + ζ`` of a Dask collection as a :class:`~opendp_sketch.Sketch`.
+
+    The Dask counterpart of :func:`~opendp_sketch.make_private_sketch`, with the same noise
+    (OpenDP's discrete Laplace or discrete Gaussian, drawn once on the client), the same budget
+    split and the same privacy map at the same ``scale``. Built as
+    ``make_dask_sum_and_count >> make_composition([sum >> noise, count >> noise]) >> Sketch``:
+    one pass over the cluster data.
+
+    :param input_domain: a :func:`dask_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
+    :param feature_map: the public feature map
+    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)``
+    :param count_fraction: share of the loss spent on the count, in ``(0, 1)``
+    :param impute: public value(s) replacing NaN; without it NaN is refused (nothing released)
+    :param n_jobs: threads inside each partition task
+    :return: a Measurement whose release is a :class:`~opendp_sketch.Sketch`
+    :example:
+
+    >>> import numpy as np, dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.dask import dask_box_domain, make_private_dask_sketch
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> m = make_private_dask_sketch(dask_box_domain((0.0, 1.0), num_columns=1),
+    ...     dp.symmetric_distance(), dp.max_divergence(), feature_map=fm, scale=2.0)
+    >>> m.map(1)
+    0.510204...
+    >>> X = da.random.default_rng(0).random((100, 1), chunks=(30, 1))
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     type(m(X)).__name__
+    'Sketch'
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    mechanism = _mechanism_of(output_measure)
+    desc = _dask_descriptor(input_domain)
+    p = 1 if mechanism == "laplace" else 2
+    pair, t_sum, t_count = _dask_sources(input_domain, input_metric, feature_map, p, impute, n_jobs)
+    scale = _number(scale, "scale", allow_zero=True)
+    count_fraction = _fraction(count_fraction)
+    int_scale = math.ldexp(scale, feature_map.frac_bits)
+    count_scale = _count_scale(mechanism, scale, count_fraction, feature_map)
+    if scale == 0:
+        # no noise, infinite loss: built directly, as in make_private_sketch
+        noisy = dp.m.make_user_measurement(
+            pair.output_domain, pair.output_metric, output_measure,
+            lambda v: [t_sum(v), t_count(v)], lambda d_in: math.inf if d_in else 0.0,
+        )
+    else:
+        noise = dp.m.then_laplace if mechanism == "laplace" else dp.m.then_gaussian
+        noisy = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
+    composed = pair >> noisy
+    bounds = (list(desc.lower), list(desc.upper))
+    names = None if desc.column_names is None else list(desc.column_names)
+    return _finish_sketch(composed, feature_map, mechanism, int_scale, count_scale, count_fraction, bounds, names)
+
+
+then_private_dask_sketch = to_then(make_private_dask_sketch)
+
+
+# -- one-call release -------------------------------------------------------------------------
+
+def _check_collection(data: Any, d: int, column_names: Sequence[str] | None) -> list[str] | None:
+    """Structural checks of a Dask collection (no data is computed); returns the column names.
+
+    Errors name columns and shapes, never data values.
+    """
+    if _is_dask_frame(data):
+        cols = [str(c) for c in data.columns] if column_names is None else [str(c) for c in column_names]
+        missing = [c for c in cols if c not in data.columns]
+        if missing:
+            raise ValueError(f"columns {missing} are not in the data (columns: {list(data.columns)})")
+        bad = [c for c in cols if not _numeric(data.dtypes[c])]
+        if bad:
+            raise ValueError(f"columns {bad} must be numeric")
+        if len(cols) != d:
+            raise ValueError(f"data has {len(cols)} columns but the feature map expects {d}")
+        return cols
+    if not _is_dask_array(data):
+        raise ValueError(f"data must be a dask.array.Array or dask.dataframe.DataFrame, got {type(data).__name__}")
+    if not _numeric(data.dtype):
+        raise ValueError(f"data dtype ({data.dtype}) must be numeric (bool, int or float)")
+    if data.ndim != 2:
+        raise ValueError(f"data must be 2-dimensional (rows × columns), got {data.ndim} dimension(s)")
+    if data.shape[1] != d:
+        raise ValueError(f"data has {data.shape[1]} columns but the feature map expects {d}")
+    if data.shape[0] == 0:
+        raise ValueError("data is empty (0 rows)")
+    return None if column_names is None else [str(c) for c in column_names]
+
+
+def release_dask_sketch(
+    data: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    column_names: Sequence[str] | None = None,
+    contributions: int = 1,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> Sketch:
+    r"""Release a sketch of a Dask array or DataFrame in one call: :func:`~opendp_sketch.release_sketch`
+    for data on a cluster.
+
+    Same budgets (``epsilon``; ``epsilon`` + ``delta``; ``rho``), same noise, same scale search,
+    and the sketch equals in distribution the one ``release_sketch`` gives on the same rows.
+    Validation: the collection's structure (type, columns, dtypes, bounds, budget) is checked
+    before anything runs; NaN (without ``impute``) and ``±inf`` are found by the single pass
+    over the data and refused on the client **before** the noise is drawn. A refused call
+    releases nothing, and no error shows a data value.
+
+    Runs on the current Dask scheduler (a ``distributed.Client`` if one is active).
+
+    :param data: ``dask.array.Array`` ``(n, d)`` or ``dask.dataframe.DataFrame``
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+    :param epsilon: ε
+    :param delta: δ (switches to Gaussian noise)
+    :param rho: ρ for zCDP (Gaussian noise)
+    :param column_names: DataFrame columns to use (default: all), or names to record (arrays)
+    :param contributions: rows one individual may contribute (the privacy unit)
+    :param count_fraction: share of the budget for the count
+    :param impute: public value(s) replacing NaN; without it NaN/inf are refused
+    :param n_jobs: threads inside each partition task
+    :return: the released :class:`~opendp_sketch.Sketch`
+    :raises ValueError: on bad parameters or data (nothing is released)
+    :example:
+
+    >>> import dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.dask import release_dask_sketch
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> X = da.random.default_rng(0).uniform(0, 1, size=(1000, 2), chunks=(300, 2))
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     sk = release_dask_sketch(X, dps.Histogram(bounds=(0, 1), bins=4, dim=2),
+    ...                              bounds=(0, 1), epsilon=1.0)
+    >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
+    (True, (8,))
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
+        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
+    measure, d_out, budget = _parse_budget(epsilon, delta, rho)
+    count_fraction = _fraction(count_fraction)
+    d = feature_map.input_dim
+    names = _check_collection(data, d, column_names)
+    lo, hi = _full_bounds(bounds, feature_map)
+    domain = dask_box_domain((lo, hi), num_columns=d, column_names=names, nan=impute is not None, inf=False)
+
+    def build(scale: float) -> dp.Measurement:
+        chain = make_private_dask_sketch(
+            domain, dp.symmetric_distance(), measure, feature_map, scale, count_fraction, impute, n_jobs
+        )
+        if delta:
+            chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
+        return chain
+
+    try:
+        return _search_and_release(build, data, feature_map, budget, d_out, contributions)
+    except dp.OpenDPException as e:
+        # OpenDP wraps errors of user functions; show a refusal as the plain ValueError it is
+        for refusal in (_NAN_REFUSED, _INF_REFUSED):
+            if refusal in str(e):
+                raise ValueError(refusal) from None
+        raise

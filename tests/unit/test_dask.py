@@ -1,0 +1,242 @@
+"""``opendp_sketch.dask``: exact sums across partitionings, privacy maps equal to the numpy path,
+one-call releases on arrays and DataFrames, bad input refused before any release, a local cluster.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import opendp.prelude as dp
+import pytest
+
+dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
+
+import opendp_sketch as dps  # noqa: E402
+from opendp_sketch import dask as dsk  # noqa: E402
+
+D = 3
+BOX = (-1.0, 2.0)
+CHUNKINGS = [200, 64, 17, (13, 80, 1, 0, 106)]
+
+
+@pytest.fixture(autouse=True)
+def _synchronous():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def _maps() -> dict[str, dps.FeatureMap]:
+    return {
+        "rff": dps.RFF(dim=D, num_features=40, bandwidth=0.7, seed=1),
+        "race": dps.RACE(dim=D, rows=8, buckets=16, seed=2),
+        "hist": dps.Histogram(bounds=BOX, bins=5, dim=D),
+        "byclass": dps.ByClass(dps.RFF(dim=D - 1, num_features=12, seed=3), num_classes=3),
+    }
+
+
+def _data(rng: np.random.Generator, n: int = 200) -> np.ndarray:
+    """Rows partly outside the box, with ±inf, and a valid label in the last column."""
+    X = rng.normal(0.5, 1.5, size=(n, D))
+    X[3, 0], X[7, 1] = np.inf, -np.inf
+    X[:, -1] = rng.integers(0, 3, size=n)
+    return X
+
+
+def _numpy_sum(fm: dps.FeatureMap, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[int]:
+    return fm.fixed_sum(np.clip(X, lo, hi))
+
+
+def _bounds(fm: dps.FeatureMap) -> tuple[np.ndarray, np.ndarray]:
+    return dps.measurements._full_bounds(BOX, fm)
+
+
+@pytest.mark.parametrize("name", ["rff", "race", "hist", "byclass"])
+def test_sum_identical_to_numpy_for_every_partitioning(name, rng):
+    fm = _maps()[name]
+    X = _data(rng)
+    lo, hi = _bounds(fm)
+    expected = _numpy_sum(fm, X, lo, hi)
+    t = dsk.make_dask_sum_and_count(dsk.dask_box_domain((lo, hi)), dp.symmetric_distance(), fm)
+    for chunks in CHUNKINGS:
+        s, n = t(da.from_array(X, chunks=(chunks, D)))
+        assert s.dtype == np.int64 and s.tolist() == expected and n == X.shape[0]
+    # column-split chunks are re-joined into whole rows
+    s, _ = t(da.from_array(X, chunks=(50, 1)))
+    assert s.tolist() == expected
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_feature_sum_matches_make_feature_sum(p, rng):
+    fm = _maps()["rff"]
+    X = _data(rng)
+    lo, hi = _bounds(fm)
+    t_dask = dsk.make_dask_feature_sum(dsk.dask_box_domain((lo, hi)), dp.symmetric_distance(), fm, p=p)
+    t_np = dps.make_feature_sum(dps.box_domain((lo, hi)), dp.symmetric_distance(), fm, p=p, fixed_point=True)
+    assert list(t_dask(da.from_array(X, chunks=(37, D)))) == list(t_np(np.clip(X, lo, hi)))
+    assert t_dask.output_metric == t_np.output_metric and t_dask.output_domain == t_np.output_domain
+    assert t_dask.map(1) == t_np.map(1) and t_dask.map(4) == t_np.map(4)
+
+
+def test_dataframe_partitions_and_column_selection(rng):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    fm = _maps()["hist"]
+    X = _data(rng)
+    frame = pd.DataFrame({"a": X[:, 0], "note": ["x"] * len(X), "b": X[:, 1], "c": X[:, 2].astype(int)})
+    expected = _numpy_sum(fm, X, *_bounds(fm))
+    dom = dsk.dask_box_domain(BOX, column_names=["a", "b", "c"])
+    t = dsk.make_dask_sum_and_count(dom, dp.symmetric_distance(), fm)
+    for k in (1, 3, 7):
+        df = dd.from_pandas(frame, npartitions=k)
+        assert dom.member(df)
+        s, n = t(df)
+        assert s.tolist() == expected and n == len(X)
+
+
+@pytest.mark.parametrize("measure", [dp.max_divergence(), dp.zero_concentrated_divergence()])
+@pytest.mark.parametrize("scale", [0.0, 0.3, 5.0])
+def test_privacy_map_equals_numpy_measurement(measure, scale):
+    fm = _maps()["rff"]
+    m_dask = dsk.make_private_dask_sketch(dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(),
+                                          measure, fm, scale)
+    m_np = dps.make_private_sketch(dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale)
+    for d_in in (0, 1, 3):
+        assert m_dask.map(d_in) == m_np.map(d_in)
+
+
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"rho": 0.5}, {"epsilon": 1.0, "delta": 1e-6}])
+def test_release_matches_release_sketch(budget, rng):
+    fm = _maps()["hist"]
+    X = _data(rng, 2000)
+    X[np.isinf(X)] = 0.0
+    sk = dsk.release_dask_sketch(da.from_array(X, chunks=(300, D)), fm, BOX, column_names=["u", "v", "w"],
+                                 contributions=2, **budget)
+    ref = dps.release_sketch(X, fm, BOX, contributions=2, **budget)
+    assert isinstance(sk, dps.Sketch) and sk.column_names == ["u", "v", "w"]
+    assert sk.privacy == ref.privacy and sk.noise == ref.noise
+    assert abs(sk.count - len(X)) < 2000  # count noise scale ≤ ~100 at these budgets
+
+
+def test_release_dataframe_and_impute(rng):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    fm = _maps()["hist"]
+    X = _data(rng)
+    X[np.isinf(X)] = np.nan
+    df = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "c"]), npartitions=4)
+    lo, hi = _bounds(fm)
+    # exact sum with NaN imputed, per partition, equals the numpy path on the imputed rows
+    t = dsk.make_dask_feature_sum(dsk.dask_box_domain(BOX, column_names=["a", "b", "c"], nan=True),
+                                  dp.symmetric_distance(), fm, impute=0.5)
+    assert list(t(df)) == _numpy_sum(fm, np.where(np.isnan(X), 0.5, X), lo, hi)
+    sk = dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0, impute=0.5)
+    assert sk.column_names == ["a", "b", "c"] and sk.privacy["epsilon"] <= 1.0
+
+
+def test_release_is_one_pass(rng, monkeypatch):
+    fm = _maps()["rff"]
+    X = np.clip(_data(rng), *BOX)
+    calls = []
+    real = dsk._partition_stats
+
+    def counting(block, config):
+        calls.append(len(block))
+        return real(block, config)
+
+    monkeypatch.setattr(dsk, "_partition_stats", counting)
+    dsk.release_dask_sketch(da.from_array(X, chunks=(60, D)), fm, BOX, epsilon=1.0)
+    assert sorted(calls) == [20, 60, 60, 60]  # each partition summed once, sum and count together
+
+
+@pytest.fixture
+def spy_release(monkeypatch):
+    """Records every Sketch built (= every release), wherever the packing code lives."""
+    built = []
+    real = dps.Sketch
+
+    def spy(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    for module in (dsk, dps.measurements):
+        monkeypatch.setattr(module, "Sketch", spy)
+    return built
+
+
+def test_nan_in_one_partition_is_refused_before_release(rng, secret, spy_release):
+    fm = _maps()["rff"]
+    X = np.full((100, D), secret)
+    X[57, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN") as err:
+        dsk.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, epsilon=1.0)
+    assert str(secret) not in str(err.value) and spy_release == []
+    X[57, 1] = np.inf
+    with pytest.raises(ValueError, match="infinite") as err:
+        dsk.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, rho=0.5)
+    assert str(secret) not in str(err.value) and spy_release == []
+    # the measurement itself refuses NaN too (a non-member), before the noise; OpenDP wraps the error
+    m = dsk.make_private_dask_sketch(dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(),
+                                     dp.max_divergence(), fm, 1.0)
+    X[57, 1] = np.nan
+    with pytest.raises(dp.OpenDPException, match="NaN"):
+        m(da.from_array(X, chunks=(25, D)))
+    assert spy_release == []
+    dsk.release_dask_sketch(da.from_array(np.zeros((100, D)), chunks=(25, D)), fm, BOX, epsilon=1.0)
+    assert spy_release == [1]  # the spy sees a release
+
+
+def test_bad_structure_refused(rng, secret, spy_release):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    fm = _maps()["hist"]
+    frame = pd.DataFrame({"a": [secret] * 10, "b": [secret] * 10, "s": ["x"] * 10})
+    df = dd.from_pandas(frame, npartitions=2)
+    cases = [
+        (lambda: dsk.release_dask_sketch(da.zeros((10, D + 1), chunks=5), fm, BOX, epsilon=1.0), "columns"),
+        (lambda: dsk.release_dask_sketch(da.zeros((10,), chunks=5), fm, BOX, epsilon=1.0), "2-dimensional"),
+        (lambda: dsk.release_dask_sketch(np.zeros((10, D)), fm, BOX, epsilon=1.0), "dask"),
+        (lambda: dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]), "not in the data"),
+        (lambda: dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
+        (lambda: dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
+        (lambda: dsk.release_dask_sketch(da.zeros((10, D), chunks=5), fm, (1.0, 0.0), epsilon=1.0), "lower < upper"),
+        (lambda: dsk.release_dask_sketch(da.zeros((10, D), chunks=5), fm, BOX), "exactly one"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message) as err:
+            call()
+        assert str(secret) not in str(err.value)
+    assert spy_release == []
+
+
+def test_constructor_arguments_checked():
+    fm = _maps()["hist"]
+    dom = dsk.dask_box_domain(BOX, num_columns=D)
+    with pytest.raises(ValueError, match="dask_box_domain"):
+        dsk.make_dask_feature_sum(dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), fm)
+    with pytest.raises(ValueError, match="expects"):
+        dsk.make_dask_feature_sum(dsk.dask_box_domain(BOX, num_columns=2), dp.symmetric_distance(), fm)
+    with pytest.raises(ValueError, match="permits NaN"):
+        dsk.make_dask_feature_sum(dsk.dask_box_domain(BOX, num_columns=D, nan=True), dp.symmetric_distance(), fm)
+    with pytest.raises(ValueError, match="impute"):
+        dsk.make_dask_feature_sum(dom, dp.symmetric_distance(), fm, impute=np.nan)
+    with pytest.raises(ValueError, match="symmetric_distance"):
+        dsk.make_dask_feature_sum(dom, dp.insert_delete_distance(), fm)
+    with pytest.raises(ValueError, match="output_measure"):
+        dsk.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.smoothed_max_divergence(), fm, 1.0)
+
+
+def test_local_cluster_two_workers(rng):
+    distributed = pytest.importorskip("distributed")
+    fm = _maps()["byclass"]
+    X = _data(rng, 1000)
+    lo, hi = _bounds(fm)
+    dps.release_sketch(np.where(np.isinf(X), 0.0, X), fm, BOX, epsilon=1.0)  # the map now caches OpenDP objects
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster):
+        with dask.config.set(scheduler=None):  # the client's scheduler, not the synchronous one
+            Xd = da.from_array(X, chunks=(90, D))
+            t = dsk.make_dask_feature_sum(dsk.dask_box_domain((lo, hi)), dp.symmetric_distance(), fm)
+            assert list(t(Xd)) == _numpy_sum(fm, X, lo, hi)
+            Xd = da.where(da.isinf(Xd), 0.0, Xd)
+            sk = dsk.release_dask_sketch(Xd, fm, BOX, epsilon=1.0)
+    assert sk.privacy["epsilon"] <= 1.0 and sk.sum.shape == (fm.num_features,)
