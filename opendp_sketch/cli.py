@@ -1,4 +1,9 @@
-"""The ``opendp-sketch`` command line: ``demo`` (a private release on generated data) and ``inspect``."""
+"""The ``opendp-sketch`` command line: ``release`` (CSV/Parquet → sketch file), ``query`` (sketch
+file → estimates), ``inspect`` (what a sketch file holds) and ``demo`` (generated data).
+
+Exit codes: 0 on success, 2 on a usage error or bad input (a message on stderr that never shows a
+data value; nothing is released).
+"""
 
 from __future__ import annotations
 
@@ -120,6 +125,116 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_schema(path: str) -> tuple[list[str], list[float], list[float]]:
+    """``{"columns": {"name": [lower, upper], ...}}`` → names and public bounds."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable JSON schema ({type(e).__name__})") from None
+    cols = spec.get("columns") if isinstance(spec, dict) else None
+    if not isinstance(cols, dict) or not cols:
+        raise ValueError(f'{path}: the schema must be {{"columns": {{"name": [lower, upper], ...}}}}')
+    names, lo, hi = [], [], []
+    for name, b in cols.items():
+        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) for v in b)):
+            raise ValueError(f"{path}: column {name!r} needs public bounds [lower, upper]")
+        names.append(str(name))
+        lo.append(float(b[0]))
+        hi.append(float(b[1]))
+    return names, lo, hi
+
+
+def _feature_map(args: argparse.Namespace, lo: list[float], hi: list[float]):
+    import opendp_sketch as dps
+
+    d = len(lo)
+    if args.map == "rff":
+        return dps.RFF(dim=d, num_features=args.features, bandwidth=args.bandwidth, seed=args.seed)
+    if args.map == "race":
+        return dps.RACE(dim=d, rows=args.rows, buckets=args.buckets, bucket_width=args.bandwidth, seed=args.seed)
+    if args.map == "histogram":
+        return dps.Histogram(bounds=(lo, hi), bins=args.bins)
+    if args.map == "dyadic":
+        return dps.DyadicTrees(bounds=(lo, hi), levels=args.levels)
+    center = [(a + b) / 2 for a, b in zip(lo, hi)]
+    radius = args.radius or float(np.linalg.norm(np.subtract(hi, lo)) / 2)
+    return dps.Moments(dim=d, radius=radius, center=center)
+
+
+def _release(args: argparse.Namespace) -> int:
+    import opendp.prelude as dp
+
+    import opendp_sketch as dps
+
+    dp.enable_features("contrib", "honest-but-curious")
+    names, lo, hi = _load_schema(args.schema)
+    fm = _feature_map(args, lo, hi)
+    t0 = time.perf_counter()
+    print(f"releasing {args.map} sketch of {args.data} (columns {names}) ...", file=sys.stderr)
+    sk = dps.release_sketch(
+        args.data, fm, bounds=(lo, hi), epsilon=args.epsilon, delta=args.delta, rho=args.rho,
+        column_names=names, impute=args.impute,
+    )
+    sk.save(args.out)
+    print(f"released in {time.perf_counter() - t0:.1f} s: {sk!r}", file=sys.stderr)
+    print(json.dumps({"out": args.out, "count": sk.count, "privacy": sk.privacy}, default=str))
+    return 0
+
+
+def _parse_points(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"points ({text!r}) must be comma-separated numbers") from None
+
+
+def _query(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from .estimators.kde import KDE
+    from .estimators.m2m import M2M
+    from .sketch import Sketch
+
+    sk = Sketch.load(args.sketch)
+    rows: list[dict[str, object]] = []
+    needs_m2m = args.mean or args.cdf or args.quantile or args.count
+    est = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
+    if args.mean:
+        for c, v in zip(est.columns, est.mean()):
+            rows.append({"query": "mean", "column": c, "point": None, "value": float(v)})
+    for spec in args.cdf or []:
+        col, _, pts = spec.partition("=")
+        points = _parse_points(pts)
+        for t, v in zip(points, est.cdf(col, points)):
+            rows.append({"query": "cdf", "column": col, "point": t, "value": float(v)})
+    for spec in args.quantile or []:
+        col, _, qs = spec.partition("=")
+        levels = _parse_points(qs)
+        for q, v in zip(levels, est.quantile(col, levels)):
+            rows.append({"query": "quantile", "column": col, "point": q, "value": float(v)})
+    for text in args.count or []:
+        try:
+            expr = pl.sql_expr(text)
+        except Exception:  # noqa: BLE001 - Polars raises several SQL error types
+            raise ValueError(f"--count {text!r} is not a SQL predicate over the columns {est.columns}") from None
+        rows.append({"query": "count", "column": text, "point": None, "value": float(est.count(expr))})
+    for text in args.kde or []:
+        q = _parse_points(text)
+        rows.append({"query": "kde", "column": None, "point": q, "value": float(KDE(sk)([q])[0])})
+    if not rows:
+        raise ValueError("ask for at least one of --mean, --cdf, --quantile, --count, --kde")
+    if args.format == "json":
+        print(json.dumps(rows))
+    elif args.format == "csv":
+        print(pl.DataFrame({k: [str(r[k]) if r[k] is not None else "" for r in rows] for k in rows[0]}).write_csv(), end="")
+    else:
+        for r in rows:
+            where = "" if r["point"] is None else f" at {r['point']}"
+            print(f"{r['query']:>8} {r['column'] or '':<24}{where}: {r['value']:.6g}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``opendp-sketch``."""
     parser = argparse.ArgumentParser(prog="opendp-sketch", description=__doc__)
@@ -133,10 +248,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_insp = sub.add_parser("inspect", help="show what a sketch file holds and its privacy parameters")
     p_insp.add_argument("path", help="a file written by Sketch.save")
     p_insp.set_defaults(func=_inspect)
+
+    p_rel = sub.add_parser("release", help="release a sketch of a CSV/Parquet file (streamed) to a sketch file")
+    p_rel.add_argument("data", help="a .csv, .parquet or .ipc file")
+    p_rel.add_argument("--schema", required=True, help='JSON file: {"columns": {"name": [lower, upper], ...}}')
+    p_rel.add_argument("--out", required=True, help="where to write the sketch")
+    p_rel.add_argument("--map", choices=["rff", "race", "histogram", "dyadic", "moments"], default="rff")
+    p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
+    p_rel.add_argument("--delta", type=float, help="δ")
+    p_rel.add_argument("--rho", type=float, help="ρ for zCDP (instead of ε)")
+    p_rel.add_argument("--features", type=int, default=1000, help="RFF features (default 1000)")
+    p_rel.add_argument("--bandwidth", type=float, default=1.0, help="RFF bandwidth / RACE bucket width")
+    p_rel.add_argument("--rows", type=int, default=100, help="RACE rows")
+    p_rel.add_argument("--buckets", type=int, default=1000, help="RACE buckets per row")
+    p_rel.add_argument("--bins", type=int, default=64, help="Histogram bins per column")
+    p_rel.add_argument("--levels", type=int, default=10, help="DyadicTrees levels")
+    p_rel.add_argument("--radius", type=float, help="Moments radius (default: the box's half-diagonal)")
+    p_rel.add_argument("--seed", type=int, default=0, help="seed of the public map")
+    p_rel.add_argument("--impute", type=float, help="public value replacing missing values")
+    p_rel.set_defaults(func=_release)
+
+    p_q = sub.add_parser("query", help="estimates from a sketch file, as a table, JSON or CSV")
+    p_q.add_argument("sketch", help="a file written by release or Sketch.save")
+    p_q.add_argument("--mean", action="store_true", help="column means (M2M)")
+    p_q.add_argument("--cdf", action="append", metavar="COL=T1,T2", help="CDF of a column at points")
+    p_q.add_argument("--quantile", action="append", metavar="COL=Q1,Q2", help="quantiles of a column")
+    p_q.add_argument("--count", action="append", metavar="SQL", help='rows satisfying a predicate, e.g. "age > 30"')
+    p_q.add_argument("--kde", action="append", metavar="X1,X2,...", help="kernel density at a point (RFF/RACE)")
+    p_q.add_argument("--n-samples", type=int, default=100_000, help="M2M prior samples")
+    p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p_q.set_defaults(func=_query)
+
     args = parser.parse_args(argv)
-    if getattr(args, "n", 1) <= 0 or getattr(args, "epsilon", 1.0) <= 0:
+    if args.command == "demo" and (args.n <= 0 or args.epsilon <= 0):
         parser.error("--n and --epsilon must be positive")
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except ValueError as e:  # bad input: a clear message, nothing released
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -46,3 +46,80 @@ def test_demo_data_is_seeded_and_shaped():
     a, b = demo_data(100, seed=3), demo_data(100, seed=3)
     assert a.shape == (100, 3) and np.array_equal(a, b)
     assert not np.array_equal(a, demo_data(100, seed=4))
+
+
+@pytest.fixture
+def table(tmp_path):
+    rng = np.random.default_rng(1)
+    import polars as pl
+
+    df = pl.DataFrame({"age": rng.uniform(18, 90, 5000), "income": rng.uniform(0, 2e5, 5000), "city": ["x"] * 5000})
+    df.write_csv(tmp_path / "rows.csv")
+    df.write_parquet(tmp_path / "rows.parquet")
+    (tmp_path / "schema.json").write_text(json.dumps({"columns": {"age": [18, 90], "income": [0, 200000]}}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_release_then_query(table, fmt, capsys):
+    out = table / "s.sketch"
+    args = ["release", str(table / f"rows.{fmt}"), "--schema", str(table / "schema.json"), "--out", str(out)]
+    assert main([*args, "--map", "histogram", "--epsilon", "2"]) == 0
+    assert json.loads(capsys.readouterr().out.strip())["privacy"]["epsilon"] <= 2.0
+    assert main(["query", str(out), "--mean", "--count", "age > 54", "--cdf", "age=30,60", "--format", "json",
+                 "--n-samples", "5000"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    means = {r["column"]: r["value"] for r in rows if r["query"] == "mean"}
+    assert abs(means["age"] - 54) < 3 and abs(means["income"] - 1e5) < 8000
+    count = next(r["value"] for r in rows if r["query"] == "count")
+    assert abs(count - 2500) < 400
+    assert [r["point"] for r in rows if r["query"] == "cdf"] == [30.0, 60.0]
+    assert main(["query", str(out), "--quantile", "age=0.5", "--format", "csv", "--n-samples", "5000"]) == 0
+    assert capsys.readouterr().out.startswith("query,column,point,value")
+
+
+def test_release_rff_and_query_a_density(table, capsys):
+    out = table / "r.sketch"
+    assert main(["release", str(table / "rows.parquet"), "--schema", str(table / "schema.json"), "--out", str(out),
+                 "--epsilon", "1", "--features", "50", "--bandwidth", "20"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(out), "--kde", "50,100000"]) == 0
+    assert "kde" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "schema, extra, message",
+    [
+        ({"columns": {"age": [18, 90], "zip": [0, 1]}}, [], "columns ['zip'] are not in the data"),
+        ({"columns": {"age": [18, 90], "city": [0, 1]}}, [], "columns ['city'] must be numeric"),
+        ({"columns": {"age": [18]}}, [], "column 'age' needs public bounds"),
+        ({"cols": {}}, [], "the schema must be"),
+        ({"columns": {"age": [18, 90], "income": [0, 200000]}}, ["--epsilon", "-1"], "epsilon"),
+    ],
+)
+def test_release_refuses_bad_input(table, schema, extra, message, capsys):
+    (table / "bad.json").write_text(json.dumps(schema))
+    out = table / "never.sketch"
+    budget = extra or ["--epsilon", "1"]
+    code = main(["release", str(table / "rows.csv"), "--schema", str(table / "bad.json"), "--out", str(out),
+                 "--map", "histogram", *budget])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_release_and_query_refuse_unreadable_files(table, capsys):
+    assert main(["release", str(table / "missing.csv"), "--schema", str(table / "schema.json"), "--out",
+                 str(table / "x.sketch"), "--epsilon", "1"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (table / "junk.sketch").write_bytes(b"not a sketch")
+    assert main(["query", str(table / "junk.sketch"), "--mean"]) == 2
+    assert "not a readable sketch file" in capsys.readouterr().err
+    out = table / "s.sketch"
+    main(["release", str(table / "rows.csv"), "--schema", str(table / "schema.json"), "--out", str(out),
+          "--map", "histogram", "--epsilon", "1"])
+    capsys.readouterr()
+    assert main(["query", str(out)]) == 2
+    assert "at least one of" in capsys.readouterr().err
+    assert main(["query", str(out), "--count", "zzz > 1", "--n-samples", "2000"]) == 2
+    assert main(["query", str(out), "--kde", "1,2"]) == 2  # a Histogram sketch has no KDE
+    assert "KDE needs an RFF or RACE sketch" in capsys.readouterr().err
