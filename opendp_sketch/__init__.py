@@ -66,7 +66,14 @@ from .measurements import (
 from .postprocessors import _make_m2m_in_context, make_m2m, then_m2m
 from .projections import JLProjection, make_jl_projection, then_jl_projection
 from .sketch import Sketch, SketchFormatError
-from .streaming import FrameBoxDomain, frame_box_domain, make_frame_feature_sum, make_frame_row_count
+from .streaming import (
+    FrameBoxDomain,
+    frame_box_domain,
+    make_frame_feature_sum,
+    make_frame_row_count,
+    make_lazyframe_to_frame_box,
+    release_sketch_in_context,
+)
 from .transformations import (
     make_box_clip,
     make_feature_sum,
@@ -122,6 +129,8 @@ __all__ = [
     "FrameBoxDomain",
     "make_frame_feature_sum",
     "make_frame_row_count",
+    "make_lazyframe_to_frame_box",
+    "release_sketch_in_context",
     "JLProjection",
     "make_jl_projection",
     "then_jl_projection",

@@ -25,7 +25,15 @@ from ._bounds import check_bounds
 from ._fixed import Accumulator
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 
-__all__ = ["frame_box_domain", "FrameBoxDomain", "make_frame_feature_sum", "make_frame_row_count", "scan"]
+__all__ = [
+    "frame_box_domain",
+    "FrameBoxDomain",
+    "make_frame_feature_sum",
+    "make_frame_row_count",
+    "make_lazyframe_to_frame_box",
+    "release_sketch_in_context",
+    "scan",
+]
 
 #: rows per batch read from a frame (bounded memory: batch_rows × columns float64 at a time)
 DEFAULT_BATCH_ROWS = 1 << 16
@@ -225,3 +233,73 @@ def bad_value_counts(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str]) -
         {c: int(row[2 * j] or 0) for j, c in enumerate(names)},
         {c: int(row[2 * j + 1] or 0) for j, c in enumerate(names)},
     )
+
+
+def make_lazyframe_to_frame_box(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    bounds: Any,
+    column_names: Sequence[str],
+    impute: Any = None,
+) -> dp.Transformation:
+    """From OpenDP's own LazyFrame domain (a ``dp.Context`` opened on a ``LazyFrame``) to a
+    :func:`frame_box_domain`: the identity on the frame, so 1-stable under the symmetric distance.
+
+    The named columns must be numeric in the context's schema; ``bounds`` are public.
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    if type(input_domain).__name__ != "LazyFrameDomain":
+        raise ValueError(f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (dp.lazyframe_domain)")
+    if input_metric != dp.symmetric_distance():
+        raise ValueError(f"input_metric ({input_metric}) must be dp.symmetric_distance()")
+    names = [str(c) for c in column_names]
+    missing = [c for c in names if c not in input_domain.columns]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the data (columns: {list(input_domain.columns)})")
+    numeric = ("T=f", "T=i", "T=u")
+    bad = [c for c in names if not any(t in str(input_domain.get_series_domain(c).element_domain) for t in numeric)]
+    if bad:
+        raise ValueError(f"columns {bad} must be numeric")
+    out = frame_box_domain(bounds, names, impute=impute)
+    return dp.t.make_user_transformation(input_domain, input_metric, out, dp.symmetric_distance(), lambda x: x, lambda d: d)
+
+
+def release_sketch_in_context(
+    context: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    column_names: Sequence[str],
+    *,
+    loss: Any = None,
+    impute: Any = None,
+    count_fraction: float | None = None,
+) -> Any:
+    """Release a sketch from a ``dp.Context`` opened on a Polars ``LazyFrame``, against the same
+    budget as OpenDP's own Polars queries (``context.query().select(...)``).
+
+    The noise scale is the smallest OpenDP certifies for ``loss`` (default: the context's next
+    share from ``split_evenly_over``/``split_by_weights``); pure-ε contexts use discrete Laplace,
+    zCDP contexts discrete Gaussian.
+
+    :raises ValueError: for a context on other data, missing or non-numeric columns, or no loss
+    """
+    from .measurements import DEFAULT_COUNT_FRACTION, _full_bounds, then_private_sketch
+
+    accountant = context.accountant
+    lo, hi = _full_bounds(bounds, feature_map)
+    if len(column_names) != feature_map.input_dim:
+        raise ValueError(f"{len(column_names)} columns given but the feature map expects {feature_map.input_dim}")
+    source = make_lazyframe_to_frame_box(accountant.input_domain, accountant.input_metric, (lo, hi), column_names, impute)
+    if loss is None:
+        mids = getattr(context, "d_mids", None)
+        if not mids:
+            raise ValueError("give loss=: this context has no predetermined share for the next query")
+        loss = mids[0]
+    measure = accountant.output_measure
+    if measure not in (dp.max_divergence(), dp.zero_concentrated_divergence()):
+        raise ValueError(f"the context's privacy measure ({measure}) must be pure ε or zCDP")
+    fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
+    meas = dp.binary_search_chain(
+        lambda s: source >> then_private_sketch(measure, feature_map, s, fraction), d_in=context.d_in, d_out=loss
+    )
+    return context(meas)

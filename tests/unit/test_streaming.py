@@ -128,3 +128,37 @@ def test_frame_domain_validation():
         make_frame_feature_sum(dps.box_domain((0, 1), 1), dp.symmetric_distance(), MAPS["histogram"]())
     with pytest.raises(ValueError, match="batch_rows"):
         make_frame_feature_sum(frame_box_domain((0, 1), list("abc")), dp.symmetric_distance(), MAPS["rff"](), batch_rows=0)
+
+
+def test_sketch_and_native_polars_queries_share_one_context(data):
+    lf = frame(data)
+    ctx = dp.Context.compositor(
+        data=lf, privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=2, margins=[dp.polars.Margin(by=[], max_length=100_000)],
+    )
+    fm = MAPS["histogram"]()
+    sk = dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b", "c"])
+    assert isinstance(sk, dps.Sketch) and sk.privacy["loss"] <= 0.5 + 1e-12
+    assert sk.column_names == ["a", "b", "c"] and abs(sk.count - len(data)) < 1000
+    mean = ctx.query().select(pl.col("a").fill_null(0.5).dp.mean((0.0, 1.0))).release().collect()
+    assert mean.shape == (1, 1)
+    assert ctx.remaining_privacy_loss() == []  # the sketch and the native query used the two shares
+    with pytest.raises(ValueError):
+        dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b", "c"])
+
+
+def test_context_release_checks_columns_before_anything(data):
+    lf = frame(data).with_columns(pl.lit("t").alias("txt"))
+    ctx = dp.Context.compositor(
+        data=lf, privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=1.0), split_evenly_over=1
+    )
+    fm = MAPS["histogram"]()
+    with pytest.raises(ValueError, match=r"columns \['zz'\] are not in the data"):
+        dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b", "zz"])
+    with pytest.raises(ValueError, match=r"columns \['txt'\] must be numeric"):
+        dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b", "txt"])
+    with pytest.raises(ValueError, match="2 columns given"):
+        dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b"])
+    assert ctx.remaining_privacy_loss() == [1.0]  # nothing was spent
+    with pytest.raises(ValueError, match="LazyFrame domain"):
+        dps.make_lazyframe_to_frame_box(dps.box_domain((0, 1), 3), dp.symmetric_distance(), (0, 1), ["a", "b", "c"])
