@@ -40,11 +40,11 @@ from .measurements import (
     _full_bounds,
     _mechanism_of,
     _number,
-    _parse_budget,
+    _release_arguments,
     _search_and_release,
 )
 from .sketch import Sketch
-from .transformations import _I64_MAX, _require_symmetric, _stability_up
+from .transformations import _I64_MAX, _count_transformation, _integer_sum_transformation, _require_symmetric
 
 __all__ = [
     "dask_box_domain",
@@ -310,23 +310,12 @@ def make_dask_sum_and_count(
 
 def _take_sum(pair: dp.Transformation, feature_map: FeatureMap, p: int) -> dp.Transformation:
     """The sum half of the pair, with the stability of ``make_feature_sum(fixed_point=True)``."""
-    isens = feature_map.int_sensitivity(p)
-    if p == 1:
-        metric, stability = dp.l1_distance(T=dp.i64), lambda d_in: d_in * isens
-    else:
-        metric, stability = dp.l2_distance(T=float), lambda d_in: _stability_up(d_in, isens)
-    return dp.t.make_user_transformation(
-        pair.output_domain, pair.output_metric, dp.vector_domain(dp.atom_domain(T=dp.i64)), metric,
-        lambda v: v[0], stability,
-    )
+    return _integer_sum_transformation(pair.output_domain, pair.output_metric, feature_map, p, lambda v: v[0])
 
 
 def _take_count(pair: dp.Transformation) -> dp.Transformation:
     """The count half of the pair (1-stable, like ``make_row_count``)."""
-    return dp.t.make_user_transformation(
-        pair.output_domain, pair.output_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64),
-        lambda v: v[1], lambda d_in: d_in,
-    )
+    return _count_transformation(pair.output_domain, pair.output_metric, lambda v: v[1])
 
 
 def make_dask_feature_sum(
@@ -539,28 +528,19 @@ def release_dask_sketch(
     >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
     (True, (8,))
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    if not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
-    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
-        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
-    measure, d_out, budget = _parse_budget(epsilon, delta, rho)
-    count_fraction = _fraction(count_fraction)
+    measure, d_out, budget, count_fraction = _release_arguments(feature_map, contributions, epsilon, delta, rho, count_fraction)
     d = feature_map.input_dim
     names = _check_collection(data, d, column_names)
     lo, hi = _full_bounds(bounds, feature_map)
     domain = dask_box_domain((lo, hi), num_columns=d, column_names=names, nan=impute is not None, inf=False)
 
     def build(scale: float) -> dp.Measurement:
-        chain = make_private_dask_sketch(
+        return make_private_dask_sketch(
             domain, dp.symmetric_distance(), measure, feature_map, scale, count_fraction, impute, n_jobs
         )
-        if delta:
-            chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
-        return chain
 
     try:
-        return _search_and_release(build, data, feature_map, budget, d_out, contributions)
+        return _search_and_release(build, data, feature_map, budget, d_out, contributions, delta)
     except dp.OpenDPException as e:
         # OpenDP wraps errors of user functions; show a refusal as the plain ValueError it is
         for refusal in (_NAN_REFUSED, _INF_REFUSED):

@@ -332,13 +332,7 @@ def release_sketch(
     >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
     (True, (8,))
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    if not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
-    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
-        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
-    measure, d_out, budget = _parse_budget(epsilon, delta, rho)
-    count_fraction = _fraction(count_fraction)
+    measure, d_out, budget, count_fraction = _release_arguments(feature_map, contributions, epsilon, delta, rho, count_fraction)
 
     data = _as_frame_source(data)
     if _is_lazyframe(data):
@@ -380,18 +374,37 @@ def release_sketch(
         source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
 
     def build(scale: float) -> dp.Measurement:
-        chain = source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
-        if delta:
-            chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
-        return chain
+        return source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
 
-    return _search_and_release(build, X, feature_map, budget, d_out, contributions)
+    return _search_and_release(build, X, feature_map, budget, d_out, contributions, delta)
+
+
+def _release_arguments(
+    feature_map: Any, contributions: Any, epsilon: Any, delta: Any, rho: Any, count_fraction: Any
+) -> tuple[dp.Measure, Any, str, float]:
+    """Checks shared by every one-call release: ``(measure, d_out, budget kind, count_fraction)``."""
+    dp.assert_features("contrib", "honest-but-curious")
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
+        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
+    measure, d_out, budget = _parse_budget(epsilon, delta, rho)
+    return measure, d_out, budget, _fraction(count_fraction)
 
 
 def _search_and_release(
-    build: Any, data: Any, feature_map: FeatureMap, budget: str, d_out: Any, contributions: int
+    make: Any, data: Any, feature_map: FeatureMap, budget: str, d_out: Any, contributions: int, delta: Any = None
 ) -> Sketch:
-    """Find the smallest noise scale OpenDP certifies for the budget, then release once."""
+    """Find the smallest noise scale OpenDP certifies for the budget, then release once.
+
+    ``make(scale)`` builds the zCDP or pure-ε measurement; with ``delta`` it is converted to
+    (ε, δ) by OpenDP (``make_zCDP_to_approxDP``, ``make_fix_delta``).
+    """
+
+    def build(scale: float) -> dp.Measurement:
+        chain = make(scale)
+        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta) if delta else chain
+
     # bracket the search around the analytic scale (~60 steps instead of ~1000): Laplace needs
     # d_in·Δ₁/(ε(1-c)) and ρ-zCDP d_in·Δ₂/√(2ρ(1-c)), both above ref; (ε, δ) Gaussian stays
     # mostly within [ref/20, 10⁴·ref]; extreme δ fall back to wider brackets
@@ -458,14 +471,11 @@ def _release_frame(
     domain = frame_box_domain((lo, hi), names, impute=impute)
 
     def build(scale: float) -> dp.Measurement:
-        chain = make_private_sketch(
+        return make_private_sketch(
             domain, dp.symmetric_distance(), measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
         )
-        if delta:
-            chain = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta)
-        return chain
 
-    return _search_and_release(build, frame, feature_map, budget, d_out, contributions)
+    return _search_and_release(build, frame, feature_map, budget, d_out, contributions, delta)
 
 
 def _number(v: Any, name: str, allow_zero: bool = False) -> float:

@@ -165,7 +165,7 @@ def make_frame_feature_sum(
     >>> t(pl.LazyFrame({"x": [0.1, 0.2, 0.9, 7.0]})), t.map(1)
     ([2, 2], 1)
     """
-    from .transformations import _stability_up
+    from .transformations import _integer_sum_transformation
 
     desc = _check_common(input_domain, input_metric)
     if not isinstance(feature_map, FeatureMap):
@@ -187,28 +187,20 @@ def make_frame_feature_sum(
             total.add_exact(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs).total())
         return total.clipped(_I64_MAX)
 
-    isens = feature_map.int_sensitivity(p)
-    out = dp.vector_domain(dp.atom_domain(T=dp.i64))
-    if p == 1:
-        return dp.t.make_user_transformation(
-            input_domain, input_metric, out, dp.l1_distance(T=dp.i64), function, lambda d_in: d_in * isens
-        )
-    return dp.t.make_user_transformation(
-        input_domain, input_metric, out, dp.l2_distance(T=float), function, lambda d_in: _stability_up(d_in, isens)
-    )
+    return _integer_sum_transformation(input_domain, input_metric, feature_map, p, function)
 
 
 def make_frame_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Transformation:
     """Number of rows of a frame (``i64``, 1-stable); Parquet files answer from their metadata."""
+    from .transformations import _count_transformation
+
     _check_common(input_domain, input_metric)
 
     def function(frame: Any) -> int:
         lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
         return min(int(lf.select(pl.len()).collect().item()), _I64_MAX)
 
-    return dp.t.make_user_transformation(
-        input_domain, input_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64), function, lambda d_in: d_in
-    )
+    return _count_transformation(input_domain, input_metric, function)
 
 
 def _fill(X: np.ndarray, fill: np.ndarray | None) -> np.ndarray:

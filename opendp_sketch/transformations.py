@@ -34,6 +34,30 @@ def _stability_up(d_in: int, sens: float) -> float:
     return math.nextafter(d_in * sens, math.inf)
 
 
+def _integer_sum_transformation(
+    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, p: int, function: Any
+) -> dp.Transformation:
+    """An ``int64`` feature-sum transformation computed by ``function``, under ``l1_distance(T=i64)``
+    (``p=1``) or ``l2_distance(T=f64)`` (``p=2``) with stability ``d_in·Δ_p`` in integer units.
+
+    Every exact-sum source (in memory, streamed, Dask) shares this output type and stability.
+    """
+    isens = feature_map.int_sensitivity(p)
+    output_domain = dp.vector_domain(dp.atom_domain(T=dp.i64))
+    if p == 1:
+        metric, stability = dp.l1_distance(T=dp.i64), lambda d_in: d_in * isens
+    else:
+        metric, stability = dp.l2_distance(T=float), lambda d_in: _stability_up(d_in, isens)
+    return dp.t.make_user_transformation(input_domain, input_metric, output_domain, metric, function, stability)
+
+
+def _count_transformation(input_domain: dp.Domain, input_metric: dp.Metric, function: Any) -> dp.Transformation:
+    """A row count (``i64``, 1-stable under the symmetric distance) computed by ``function``."""
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64), function, lambda d_in: d_in
+    )
+
+
 def make_box_clip(
     input_domain: dp.Domain,
     input_metric: dp.Metric,
@@ -172,21 +196,7 @@ def make_feature_sum(
         return feature_map._accumulate(x, (lo, hi), chunk_rows, n_jobs).clipped(limit)
 
     if fixed_point:
-        isens = feature_map.int_sensitivity(p)
-
-        def function(x: np.ndarray) -> np.ndarray:
-            return exact(x, _I64_MAX)
-
-        output_domain = dp.vector_domain(dp.atom_domain(T=dp.i64))
-        if p == 1:
-            return dp.t.make_user_transformation(
-                input_domain, input_metric, output_domain, dp.l1_distance(T=dp.i64),
-                function, lambda d_in: d_in * isens,
-            )
-        return dp.t.make_user_transformation(
-            input_domain, input_metric, output_domain, dp.l2_distance(T=float),
-            function, lambda d_in: _stability_up(d_in, isens),
-        )
+        return _integer_sum_transformation(input_domain, input_metric, feature_map, p, lambda x: exact(x, _I64_MAX))
 
     sens = feature_map.sensitivity(p)
     k = feature_map.frac_bits
@@ -218,7 +228,4 @@ def make_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Trans
     dp.assert_features("contrib", "honest-but-curious")
     box_descriptor(input_domain)
     _require_symmetric(input_metric)
-    return dp.t.make_user_transformation(
-        input_domain, input_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64),
-        lambda x: min(int(np.shape(x)[0]), _I64_MAX), lambda d_in: d_in,
-    )
+    return _count_transformation(input_domain, input_metric, lambda x: min(int(np.shape(x)[0]), _I64_MAX))
