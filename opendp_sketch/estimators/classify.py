@@ -20,7 +20,7 @@ import numpy as np
 from ..features.byclass import ByClass
 from ..features.moments import Moments
 from ..sketch import Sketch
-from .kde import KDE, check_queries
+from .kde import _CHUNK, KDE, check_queries
 
 __all__ = ["KDEClassifier", "NearestMeanClassifier"]
 
@@ -104,9 +104,13 @@ class KDEClassifier(_ByClassModel):
         self._check_fitted()
         Q = check_queries(X, self._dim)
         out = np.full((Q.shape[0], self.classes_.size), -np.inf)
-        for c, kde in enumerate(self._kdes):
-            if kde is not None:
-                out[:, c] = kde(Q) * (kde.n_hat if self.rule == "map" else 1.0)
+        usable = [(c, kde) for c, kde in enumerate(self._kdes) if kde is not None]
+        if not usable:
+            return out
+        for s in range(0, Q.shape[0], _CHUNK):
+            features = usable[0][1]._features(Q[s : s + _CHUNK])  # the inner map is shared: evaluate it once
+            for c, kde in usable:
+                out[s : s + _CHUNK, c] = kde._estimate(features) * (kde.n_hat if self.rule == "map" else 1.0)
         return out
 
 

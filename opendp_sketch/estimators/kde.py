@@ -30,7 +30,7 @@ from ..sketch import Sketch
 
 __all__ = ["KDE"]
 
-_CHUNK = 4096
+_CHUNK = 4096  # queries per block: bounds the feature matrix held at once
 
 
 def check_queries(Q: Any, dim: int) -> np.ndarray:
@@ -145,10 +145,19 @@ class KDE:
         return out * scale, np.full(Q.shape[0], self.noise_std() * scale)
 
     def _block(self, Q: np.ndarray) -> np.ndarray:
+        return self._estimate(self._features(Q))
+
+    def _features(self, Q: np.ndarray) -> np.ndarray:
+        """The map at the queries: RFF features, or each RACE row's bucket index."""
+        fm = self.feature_map
+        return fm.transform(Q) if isinstance(fm, RFF) else fm._flat(Q)
+
+    def _estimate(self, features: np.ndarray) -> np.ndarray:
+        """``K̂`` from :meth:`_features` (shared by every class of a ``ByClass`` sketch)."""
         fm = self.feature_map
         if isinstance(fm, RFF):
-            return fm.transform(Q) @ self.sum / (fm.num_frequencies * self.n_hat)
-        cells = self.sum[fm._flat(Q)]  # (q, R): each row's bucket
+            return features @ self.sum / (fm.num_frequencies * self.n_hat)
+        cells = self.sum[features]  # (q, R): each row's bucket
         if self.estimator == "mean":
             return cells.mean(axis=1) / self.n_hat
         parts = np.array_split(cells, self.groups, axis=1)
