@@ -30,12 +30,16 @@ from .domains import NPArray2BoxDomain, box_domain
 from .estimators import (
     KDE,
     M2M,
+    CompressiveGMM,
+    CompressiveKMeans,
     KDEClassifier,
     L1Distance,
     LinearRegression,
     LogisticRegression,
     NearestMeanClassifier,
     SquaredL2Distance,
+    compressive_feature_map,
+    compressive_kmeans,
 )
 from .estimators.smooth import (
     SmoothKDE,
@@ -115,6 +119,10 @@ __all__ = [
     "NearestMeanClassifier",
     "L1Distance",
     "SquaredL2Distance",
+    "CompressiveKMeans",
+    "CompressiveGMM",
+    "compressive_kmeans",
+    "compressive_feature_map",
     "make_m2m",
     "then_m2m",
     "dask_box_domain",

@@ -1,6 +1,7 @@
 """Post-processors: everything here reads a released :class:`~opendp_sketch.Sketch` and public draws."""
 
 from .classify import KDEClassifier, NearestMeanClassifier
+from .compressive import CompressiveGMM, CompressiveKMeans, compressive_feature_map, compressive_kmeans
 from .distance import L1Distance, SquaredL2Distance
 from .kde import KDE
 from .learn import LinearRegression, LogisticRegression
@@ -20,4 +21,8 @@ __all__ = [
     "SmoothKernelPlan",
     "release_smooth_sketches",
     "smooth_kernel_terms",
+    "CompressiveKMeans",
+    "CompressiveGMM",
+    "compressive_kmeans",
+    "compressive_feature_map",
 ]
