@@ -1,0 +1,153 @@
+"""Compressive k-means and GMM: recovery without noise, accuracy after a real release, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import opendp.prelude as dp
+import pytest
+
+import opendp_sketch as dps
+
+dp.enable_features("contrib", "honest-but-curious")
+
+CENTRES = np.array([[-3.0, -2.0], [0.0, 3.0], [3.5, -1.0]])
+BOX = ([-6.0, -6.0], [6.0, 6.0])
+
+
+def _mixture(n: int, spread: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return CENTRES[rng.integers(0, 3, n)] + rng.normal(0.0, spread, (n, 2))
+
+
+def _exact(fm: dps.FeatureMap, X: np.ndarray) -> dps.Sketch:
+    return dps.Sketch(fm, np.asarray(fm.fixed_sum(X), dtype=np.int64), X.shape[0], bounds=BOX)
+
+
+def _sse(X: np.ndarray, C: np.ndarray) -> float:
+    return float(((X[:, None, :] - C[None]) ** 2).sum(2).min(1).sum())
+
+
+def _match(found: np.ndarray, truth: np.ndarray) -> float:
+    """Largest distance from a true centre to its nearest found centre."""
+    return float(np.sqrt(((truth[:, None] - found[None]) ** 2).sum(2)).min(1).max())
+
+
+def test_dirac_atoms_recover_point_masses_exactly():
+    fm = dps.compressive_feature_map(BOX, k=3)
+    X = np.repeat(CENTRES, [300, 500, 200], axis=0)
+    km = dps.CompressiveKMeans(3).fit(_exact(fm, X))
+    assert _match(km.cluster_centers_, CENTRES) < 1e-3
+    # weights come back in the same (sorted) order as the centres
+    order = np.lexsort(CENTRES.T[::-1])
+    np.testing.assert_allclose(km.weights_, np.array([0.3, 0.5, 0.2])[order], atol=1e-3)
+    assert km.residual_ < 1e-3
+
+
+def test_kmeans_on_spread_clusters_is_near_the_true_means():
+    X = _mixture(20_000, 0.7)
+    km = dps.CompressiveKMeans(3).fit(_exact(dps.compressive_feature_map(BOX, k=3), X))
+    assert _match(km.cluster_centers_, CENTRES) < 0.15
+    assert np.array_equal(km.predict(CENTRES), np.argsort(np.lexsort(CENTRES.T[::-1])))
+
+
+def test_gmm_recovers_means_and_standard_deviations():
+    X = _mixture(30_000, 0.6, seed=1)
+    g = dps.CompressiveGMM(3).fit(_exact(dps.compressive_feature_map(BOX, k=3), X))
+    assert _match(g.means_, CENTRES) < 0.1
+    np.testing.assert_allclose(np.sqrt(g.covariances_), 0.6, atol=0.08)
+    np.testing.assert_allclose(g.weights_.sum(), 1.0)
+    p = g.predict_proba(CENTRES)
+    np.testing.assert_allclose(p.sum(1), 1.0)
+    assert sorted(g.predict(CENTRES).tolist()) == [0, 1, 2]
+    assert np.isfinite(g.score_samples(CENTRES)).all()
+
+
+def test_quantized_sketch_decodes_with_first_harmonic_atoms():
+    X = _mixture(20_000, 0.5, seed=2)
+    fm = dps.compressive_feature_map(BOX, k=3, quantized=True)
+    assert isinstance(fm, dps.QuantizedRFF)
+    km = dps.CompressiveKMeans(3).fit(_exact(fm, X))
+    assert _match(km.cluster_centers_, CENTRES) < 0.3
+
+
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"rho": 0.5}])
+def test_private_release_then_decode_is_accurate(budget):
+    X = _mixture(50_000, 0.7, seed=3)
+    fm = dps.compressive_feature_map(BOX, k=3)
+    sk = dps.release_sketch(X, fm, bounds=BOX, **budget)
+    before = sk.sum_units.copy()
+    centres = dps.compressive_kmeans(sk, 3)
+    # within 5% of the SSE of the true centres; the decoder never touches the sketch
+    assert _sse(X, centres) <= 1.05 * _sse(X, CENTRES)
+    assert np.array_equal(sk.sum_units, before)
+
+
+def test_decoding_is_deterministic_for_a_seed():
+    sk = _exact(dps.compressive_feature_map(BOX, k=3), _mixture(5_000, 0.7))
+    a = dps.CompressiveKMeans(3, seed=4).fit(sk).cluster_centers_
+    b = dps.CompressiveKMeans(3, seed=4).fit(sk).cluster_centers_
+    assert np.array_equal(a, b)
+
+
+def test_feature_map_comes_from_public_inputs():
+    fm = dps.compressive_feature_map(([0.0] * 4, [16.0] * 4), k=5)
+    assert (fm.num_features, fm.bandwidth, fm.input_dim) == (2 * 10 * 5 * 4, 2.0, 4)
+    assert dps.compressive_feature_map((0.0, 1.0), k=2, scale=0.3, num_features=20).bandwidth == 0.3
+
+
+@pytest.mark.parametrize(
+    "bounds, kwargs, match",
+    [
+        (([0.0, 1.0], [0.0, 2.0]), {}, "lower < upper"),
+        (([0.0, np.nan], [1.0, 2.0]), {}, "finite"),
+        ("box", {}, "bounds must be"),
+        (BOX, {"scale": -1.0}, "scale"),
+        (BOX, {"scale": True}, "scale"),
+    ],
+)
+def test_feature_map_bad_input(bounds, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        dps.compressive_feature_map(bounds, k=2, **kwargs)
+    with pytest.raises(ValueError, match="k"):
+        dps.compressive_feature_map(BOX, k=0)
+
+
+def test_fit_refuses_bad_sketches_and_options():
+    X = _mixture(2_000, 0.5)
+    hist = dps.Histogram(bounds=(-6.0, 6.0), bins=8, dim=2)
+    with pytest.raises(ValueError, match="needs an RFF, QuantizedRFF or subsampled RFF sketch, got Histogram"):
+        dps.CompressiveKMeans(2).fit(_exact(hist, X))
+    small = dps.RFF(dim=2, num_features=8, bandwidth=1.0)
+    with pytest.raises(ValueError, match="needs at least 9 sketch features"):
+        dps.CompressiveKMeans(3).fit(_exact(small, X))
+    with pytest.raises(ValueError, match="needs at least 15 sketch features"):
+        dps.CompressiveGMM(3).fit(_exact(small, X))
+    fm = dps.compressive_feature_map(BOX, k=2)
+    empty = dps.Sketch(fm, np.zeros(fm.num_features, dtype=np.int64), -3, bounds=BOX)
+    with pytest.raises(ValueError, match="noisy count is -3"):
+        dps.CompressiveKMeans(2).fit(empty)
+    with pytest.raises(ValueError, match="needs a Sketch"):
+        dps.CompressiveKMeans(2).fit(X)
+    no_box = dps.Sketch(fm, np.asarray(fm.fixed_sum(X)), 2000)
+    with pytest.raises(ValueError, match="needs bounds"):
+        dps.CompressiveKMeans(2).fit(no_box)
+    with pytest.raises(ValueError, match="lower < upper"):
+        dps.CompressiveKMeans(2, bounds=([1.0, 1.0], [1.0, 2.0])).fit(no_box)
+    for bad in [{"n_clusters": 0}, {"n_clusters": 2.5}, {"n_restarts": 0}, {"seed": -1}, {"max_iter": 0}]:
+        with pytest.raises(ValueError):
+            dps.CompressiveKMeans(**{"n_clusters": 2, **bad}).fit(no_box)
+
+
+def test_predict_checks_its_input():
+    km = dps.CompressiveKMeans(2)
+    with pytest.raises(ValueError, match="not fitted"):
+        km.predict(np.zeros((1, 2)))
+    sk = _exact(dps.compressive_feature_map(BOX, k=2), _mixture(2_000, 0.5))
+    km.fit(sk)
+    with pytest.raises(ValueError, match=r"shape \(n, 2\)"):
+        km.predict(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        km.predict(np.array([[np.nan, 0.0]]))
+    g = dps.CompressiveGMM(2)
+    with pytest.raises(ValueError, match="not fitted"):
+        g.predict(np.zeros((1, 2)))
