@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 __all__ = ["main"]
 
@@ -151,6 +152,8 @@ def _feature_map(args: argparse.Namespace, lo: list[float], hi: list[float]):
     d = len(lo)
     if args.map == "rff":
         return dps.RFF(dim=d, num_features=args.features, bandwidth=args.bandwidth, seed=args.seed)
+    if args.map == "kmeans":
+        return dps.compressive_feature_map((lo, hi), k=args.clusters, seed=args.seed)
     if args.map == "race":
         return dps.RACE(dim=d, rows=args.rows, buckets=args.buckets, bucket_width=args.bandwidth, seed=args.seed)
     if args.map == "histogram":
@@ -172,10 +175,17 @@ def _release(args: argparse.Namespace) -> int:
     fm = _feature_map(args, lo, hi)
     t0 = time.perf_counter()
     print(f"releasing {args.map} sketch of {args.data} (columns {names}) ...", file=sys.stderr)
-    sk = dps.release_sketch(
-        args.data, fm, bounds=(lo, hi), epsilon=args.epsilon, delta=args.delta, rho=args.rho,
-        column_names=names, impute=args.impute,
-    )
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    with tqdm(unit="rows", unit_scale=True, file=sys.stderr, disable=not show, desc="release pass") as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        sk = dps.release_sketch(
+            args.data, fm, bounds=(lo, hi), epsilon=args.epsilon, delta=args.delta, rho=args.rho,
+            column_names=names, impute=args.impute, progress=progress,
+        )
     sk.save(args.out)
     print(f"released in {time.perf_counter() - t0:.1f} s: {sk!r}", file=sys.stderr)
     print(json.dumps({"out": args.out, "count": sk.count, "privacy": sk.privacy}, default=str))
@@ -192,6 +202,7 @@ def _parse_points(text: str) -> list[float]:
 def _query(args: argparse.Namespace) -> int:
     import polars as pl
 
+    from .estimators.compressive import CompressiveKMeans
     from .estimators.kde import KDE
     from .estimators.m2m import M2M
     from .sketch import Sketch
@@ -222,8 +233,12 @@ def _query(args: argparse.Namespace) -> int:
     for text in args.kde or []:
         q = _parse_points(text)
         rows.append({"query": "kde", "column": None, "point": q, "value": float(KDE(sk)([q])[0])})
+    if args.kmeans is not None:
+        km = CompressiveKMeans(args.kmeans, n_restarts=args.restarts).fit(sk)
+        for j, (c, w) in enumerate(zip(km.cluster_centers_, km.weights_)):
+            rows.append({"query": "kmeans", "column": f"cluster {j}", "point": c.tolist(), "value": float(w)})
     if not rows:
-        raise ValueError("ask for at least one of --mean, --cdf, --quantile, --count, --kde")
+        raise ValueError("ask for at least one of --mean, --cdf, --quantile, --count, --kde, --kmeans")
     if args.format == "json":
         print(json.dumps(rows))
     elif args.format == "csv":
@@ -253,7 +268,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_rel.add_argument("data", help="a .csv, .parquet or .ipc file")
     p_rel.add_argument("--schema", required=True, help='JSON file: {"columns": {"name": [lower, upper], ...}}')
     p_rel.add_argument("--out", required=True, help="where to write the sketch")
-    p_rel.add_argument("--map", choices=["rff", "race", "histogram", "dyadic", "moments"], default="rff")
+    p_rel.add_argument(
+        "--map", choices=["rff", "race", "histogram", "dyadic", "moments", "kmeans"], default="rff",
+        help="feature map (kmeans: an RFF map sized and scaled from the schema's box for --clusters)",
+    )
+    p_rel.add_argument("--clusters", type=int, default=10, help="clusters planned with --map kmeans (default 10)")
     p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
     p_rel.add_argument("--delta", type=float, help="δ")
     p_rel.add_argument("--rho", type=float, help="ρ for zCDP (instead of ε)")
@@ -266,6 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_rel.add_argument("--radius", type=float, help="Moments radius (default: the box's half-diagonal)")
     p_rel.add_argument("--seed", type=int, default=0, help="seed of the public map")
     p_rel.add_argument("--impute", type=float, help="public value replacing missing values")
+    p_rel.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="progress bar of the release pass on stderr (default: when stderr is a terminal)",
+    )
     p_rel.set_defaults(func=_release)
 
     p_q = sub.add_parser("query", help="estimates from a sketch file, as a table, JSON or CSV")
@@ -275,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_q.add_argument("--quantile", action="append", metavar="COL=Q1,Q2", help="quantiles of a column")
     p_q.add_argument("--count", action="append", metavar="SQL", help='rows satisfying a predicate, e.g. "age > 30"')
     p_q.add_argument("--kde", action="append", metavar="X1,X2,...", help="kernel density at a point (RFF/RACE)")
+    p_q.add_argument("--kmeans", type=int, metavar="K", help="K cluster centres (value: cluster weight; RFF sketches)")
+    p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts (default 3)")
     p_q.add_argument("--n-samples", type=int, default=100_000, help="M2M prior samples")
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p_q.set_defaults(func=_query)

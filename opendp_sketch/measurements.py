@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,9 +32,10 @@ from .streaming import (
     frame_descriptor,
     make_frame_feature_sum,
     make_frame_row_count,
+    report_progress,
     scan,
 )
-from .transformations import make_box_clip, make_feature_sum, make_row_count
+from .transformations import _check_chunking, make_box_clip, make_feature_sum, make_row_count
 
 __all__ = ["make_private_sketch", "then_private_sketch", "release_sketch", "DEFAULT_COUNT_FRACTION"]
 
@@ -108,6 +109,7 @@ def make_private_sketch(
     """
     dp.assert_features("contrib", "honest-but-curious")
     mechanism = _mechanism_of(output_measure)
+    _check_chunking(chunk_rows, n_jobs)  # before they become part of a cache key
     desc = frame_descriptor(input_domain) or box_descriptor(input_domain)
     p = 1 if mechanism == "laplace" else 2
     # domain and feature map first, so a mismatch is reported as such even inside a search
@@ -117,6 +119,11 @@ def make_private_sketch(
     count_fraction = _fraction(count_fraction)
     int_scale = math.ldexp(scale, feature_map.frac_bits)
     count_scale = _count_scale(mechanism, scale, count_fraction, feature_map)
+    # the noise variances (scale²) are recorded in the sketch: they must be finite floats too
+    if not all(math.isfinite(v * v) for v in (int_scale, count_scale)):
+        raise ValueError(
+            f"scale ({scale!r}) with count_fraction ({count_fraction!r}) gives a noise scale too large to represent"
+        )
     if scale == 0:
         # no noise: an honest measurement with infinite loss. OpenDP's composition refuses to
         # add two infinite losses, and a raising predicate sends parameter searches down a
@@ -128,7 +135,10 @@ def make_private_sketch(
         )
     else:
         noise = dp.m.then_laplace if mechanism == "laplace" else dp.m.then_gaussian
-        composed = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
+        try:
+            composed = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
+        except dp.OpenDPException as e:  # e.g. a loss that overflows at a subnormal scale
+            raise ValueError(f"scale ({scale!r}) is outside the range OpenDP can account for ({e.variant})") from None
 
     bounds = (list(desc.lower), list(desc.upper))
     names = None if desc.column_names is None else list(desc.column_names)
@@ -169,6 +179,12 @@ def _finish_sketch(
         "count_fraction": count_fraction,
     }
     measure_name = "MaxDivergence" if mechanism == "laplace" else "ZeroConcentratedDivergence"
+    # the loss is recorded in every sketch: computed once here, so a loss that overflows is refused
+    # at construction instead of failing after the noise was drawn
+    try:
+        loss = composed.map(1)
+    except dp.OpenDPException as e:
+        raise ValueError(f"the privacy loss at noise scale {int_scale * unit!r} is not representable ({e.variant})") from None
 
     def to_sketch(released: list[Any]) -> Sketch:
         return Sketch(
@@ -176,7 +192,7 @@ def _finish_sketch(
             sum_units=np.asarray(released[0], dtype=np.int64),
             count=int(released[1]),
             noise=dict(noise_info),
-            privacy={"measure": measure_name, "d_in": 1, "loss": composed.map(1)},
+            privacy={"measure": measure_name, "d_in": 1, "loss": loss},
             bounds=bounds,
             column_names=names,
         )
@@ -293,6 +309,7 @@ def release_sketch(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     n_jobs: int | None = None,
     projection: Any = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Sketch:
     r"""Release a sketch of ``data`` in one call, spending exactly the given budget.
 
@@ -320,6 +337,8 @@ def release_sketch(
         the feature map (row-wise, 1-stable): the data and ``bounds`` have
         ``projection.input_dim`` columns, the map ``projection.output_dim``. Keep the projection
         (it is public and seeded) to project query points the same way.
+    :param progress: for a file or LazyFrame, called as ``progress(rows_done, rows_total)`` after
+        each streamed batch of the release pass (on the curator's machine; never released)
     :return: the released :class:`~opendp_sketch.Sketch`
     :raises ValueError: on bad parameters or data (nothing is released)
     :example:
@@ -333,6 +352,10 @@ def release_sketch(
     (True, (8,))
     """
     measure, d_out, budget, count_fraction = _release_arguments(feature_map, contributions, epsilon, delta, rho, count_fraction)
+    column_names = _column_names(column_names)
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress ({progress!r}) must be a callable progress(rows_done, rows_total) or None")
+    _check_chunking(chunk_rows, n_jobs)  # here too: inside the scale search an error would be swallowed
 
     data = _as_frame_source(data)
     if _is_lazyframe(data):
@@ -340,7 +363,7 @@ def release_sketch(
             raise ValueError("projection= needs in-memory data (a numpy array or a Polars DataFrame)")
         return _release_frame(
             data, feature_map, bounds, measure, d_out, budget, delta, contributions, count_fraction,
-            impute, column_names, chunk_rows, n_jobs,
+            impute, column_names, chunk_rows, n_jobs, progress,
         )
     X, names = _to_array(data, column_names)
     if projection is not None:
@@ -377,6 +400,17 @@ def release_sketch(
         return source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
 
     return _search_and_release(build, X, feature_map, budget, d_out, contributions, delta)
+
+
+def _column_names(names: Any) -> list[str] | None:
+    """``None`` or a list of distinct strings (a bare string is not a list of names)."""
+    if names is None:
+        return None
+    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not all(isinstance(c, str) for c in names):
+        raise ValueError(f"column_names ({names!r}) must be a list of strings")
+    if len(set(names)) != len(names):
+        raise ValueError(f"column_names ({list(names)}) must be distinct")
+    return list(names)
 
 
 def _release_arguments(
@@ -422,7 +456,13 @@ def _search_and_release(
         except (ValueError, dp.OpenDPException):  # boundary outside, or loss overflow at tiny scales
             continue
     if meas is None:
-        meas = dp.binary_search_chain(build, d_in=contributions, d_out=d_out, T=float)
+        try:
+            meas = dp.binary_search_chain(build, d_in=contributions, d_out=d_out, T=float)
+        except (ValueError, dp.OpenDPException) as e:
+            raise ValueError(
+                f"no noise scale OpenDP can represent gives {budget} = {d_out!r} "
+                f"({type(e).__name__}): the budget or count_fraction is too extreme"
+            ) from None
     sketch = meas(data)
     spent = meas.map(contributions)
     sketch.privacy = {"measure": str(meas.output_measure), "d_in": contributions, **_spent(budget, spent)}
@@ -443,11 +483,15 @@ def _release_frame(
     column_names: Sequence[str] | None,
     chunk_rows: int,
     n_jobs: int | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Sketch:
     """Streamed release of a LazyFrame: validated by streaming queries first, released once."""
     import polars as pl
 
-    schema = frame.collect_schema()
+    try:
+        schema = frame.collect_schema()
+    except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
     names = list(column_names) if column_names is not None else list(schema.names())
     missing = [c for c in names if c not in schema]
     if missing:
@@ -459,9 +503,13 @@ def _release_frame(
     if len(names) != d:
         raise ValueError(f"data has {len(names)} columns but the feature map expects {d}")
     lo, hi = _full_bounds(bounds, feature_map)
-    if int(frame.select(pl.len()).collect().item()) == 0:
+    try:  # one full pass before releasing: unreadable rows are refused here, not mid-release
+        rows = int(frame.select(pl.len()).collect().item())
+        nulls, infs = bad_value_counts(frame, names)
+    except pl.exceptions.PolarsError as e:
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    if rows == 0:
         raise ValueError("data is empty (0 rows)")
-    nulls, infs = bad_value_counts(frame, names)
     if impute is None and any(nulls.values()):
         raise ValueError(
             f"columns {[c for c, v in nulls.items() if v]} contain null or NaN values; clean them or pass impute=<public value>"
@@ -475,7 +523,17 @@ def _release_frame(
             domain, dp.symmetric_distance(), measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
         )
 
-    return _search_and_release(build, frame, feature_map, budget, d_out, contributions, delta)
+    if progress is None:
+        return _search_and_release(build, frame, feature_map, budget, d_out, contributions, delta)
+    done = 0
+
+    def advance(batch: int) -> None:
+        nonlocal done
+        done += batch
+        progress(done, rows)
+
+    with report_progress(advance):
+        return _search_and_release(build, frame, feature_map, budget, d_out, contributions, delta)
 
 
 def _number(v: Any, name: str, allow_zero: bool = False) -> float:

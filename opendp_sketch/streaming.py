@@ -12,7 +12,9 @@ row-wise per batch, so their stabilities are those of the in-memory path: ``d_in
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,11 +81,9 @@ def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = Non
     if not names or len(set(names)) != len(names):
         raise ValueError(f"column_names ({list(names)}) must be distinct and non-empty")
     lo, hi = check_bounds(bounds, len(names))
-    fill = None
-    if impute is not None:
-        fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), (len(names),))
-        if not np.isfinite(fill).all():
-            raise ValueError("impute values must be finite")
+    from .transformations import impute_values
+
+    fill = None if impute is None else impute_values(impute, len(names))
     desc = FrameBoxDomain(
         lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=len(names), column_names=names,
         impute=None if fill is None else tuple(fill.tolist()),
@@ -119,13 +119,38 @@ def scan(source: str | os.PathLike[str]) -> pl.LazyFrame:
     return scanner(path)
 
 
+#: the curator's progress callback for the streamed pass in progress (see :func:`report_progress`)
+_PROGRESS: ContextVar[Callable[[int], None] | None] = ContextVar("opendp_sketch_progress", default=None)
+
+
+@contextmanager
+def report_progress(callback: Callable[[int], None] | None) -> Iterator[None]:
+    """Within the block, every streamed batch calls ``callback(rows_in_batch)`` after it is summed.
+
+    The callback runs on the curator's machine and only sees batch sizes; it is never part of a
+    release. An exception it raises is swallowed and further calls are skipped, so a broken
+    progress display cannot abort a release half-way.
+    """
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 def iter_batches(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str], batch_rows: int) -> Iterator[np.ndarray]:
     """float64 ``(rows, len(names))`` blocks of at most ``batch_rows`` rows (nulls become NaN)."""
     lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
     query = lf.select([pl.col(c).cast(pl.Float64) for c in names])
+    callback = _PROGRESS.get()
     for batch in query.collect_batches(chunk_size=batch_rows, maintain_order=False):
         if batch.height:
             yield batch.to_numpy()
+            if callback is not None:
+                try:
+                    callback(batch.height)
+                except Exception:  # noqa: BLE001 - a display problem must not stop the release
+                    callback = None
 
 
 def _check_common(input_domain: dp.Domain, input_metric: dp.Metric) -> FrameBoxDomain:
@@ -165,7 +190,7 @@ def make_frame_feature_sum(
     >>> t(pl.LazyFrame({"x": [0.1, 0.2, 0.9, 7.0]})), t.map(1)
     ([2, 2], 1)
     """
-    from .transformations import _integer_sum_transformation
+    from .transformations import _check_chunking, _integer_sum_transformation
 
     desc = _check_common(input_domain, input_metric)
     if not isinstance(feature_map, FeatureMap):
@@ -176,6 +201,7 @@ def make_frame_feature_sum(
         raise ValueError(f"p ({p!r}) must be 1 or 2")
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
         raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
+    _check_chunking(chunk_rows, n_jobs)
     lo, hi = desc.bounds
     fill = None if desc.impute is None else np.array(desc.impute)
     names = desc.column_names

@@ -123,3 +123,30 @@ def test_release_and_query_refuse_unreadable_files(table, capsys):
     assert main(["query", str(out), "--count", "zzz > 1", "--n-samples", "2000"]) == 2
     assert main(["query", str(out), "--kde", "1,2"]) == 2  # a Histogram sketch has no KDE
     assert "KDE needs an RFF or RACE sketch" in capsys.readouterr().err
+
+
+def test_kmeans_release_with_progress_then_centres(tmp_path, capsys):
+    import polars as pl
+
+    rng = np.random.default_rng(2)
+    centres = np.array([[-3.0, -2.0], [0.0, 3.0], [3.5, -1.0]])
+    X = centres[rng.integers(0, 3, 60_000)] + rng.normal(0, 0.5, (60_000, 2))
+    pl.DataFrame({"a": X[:, 0], "b": X[:, 1]}).write_parquet(tmp_path / "d.parquet")
+    (tmp_path / "s.json").write_text(json.dumps({"columns": {"a": [-6, 6], "b": [-6, 6]}}))
+    out = tmp_path / "k.sketch"
+    assert main(["release", str(tmp_path / "d.parquet"), "--schema", str(tmp_path / "s.json"), "--out", str(out),
+                 "--map", "kmeans", "--clusters", "3", "--epsilon", "1", "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "release pass" in err and "100%" in err and "60.0k/60.0k" in err
+    assert main(["query", str(out), "--kmeans", "3", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    found = np.array([r["point"] for r in rows])
+    assert [r["query"] for r in rows] == ["kmeans"] * 3
+    assert np.sqrt(((centres[:, None] - found[None]) ** 2).sum(2)).min(1).max() < 0.2
+    assert abs(sum(r["value"] for r in rows) - 1.0) < 1e-9
+    # no bar unless asked (stderr is not a terminal here)
+    assert main(["release", str(tmp_path / "d.parquet"), "--schema", str(tmp_path / "s.json"), "--out",
+                 str(tmp_path / "q.sketch"), "--map", "kmeans", "--clusters", "3", "--epsilon", "1"]) == 0
+    assert "release pass" not in capsys.readouterr().err
+    assert main(["query", str(out), "--kmeans", "0"]) == 2
+    assert "n_clusters (0) must be a positive integer" in capsys.readouterr().err

@@ -162,3 +162,20 @@ def test_context_release_checks_columns_before_anything(data):
     assert ctx.remaining_privacy_loss() == [1.0]  # nothing was spent
     with pytest.raises(ValueError, match="LazyFrame domain"):
         dps.make_lazyframe_to_frame_box(dps.box_domain((0, 1), 3), dp.symmetric_distance(), (0, 1), ["a", "b", "c"])
+
+
+def test_progress_reports_every_streamed_row_once(data):
+    import polars as pl
+
+    fm = dps.Histogram(bounds=(0, 1), bins=4, dim=data.shape[1])
+    seen: list[tuple[int, int]] = []
+    frame = pl.LazyFrame({f"c{j}": data[:, j] for j in range(data.shape[1])})
+    dps.release_sketch(frame, fm, bounds=(0, 1), epsilon=1.0, chunk_rows=1000,
+                       progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1] == (data.shape[0], data.shape[0])
+    assert all(a[0] < b[0] for a, b in zip(seen, seen[1:]))
+    with pytest.raises(ValueError, match="progress"):
+        dps.release_sketch(frame, fm, bounds=(0, 1), epsilon=1.0, progress="bar")
+    # a failing display never stops the release
+    sk = dps.release_sketch(frame, fm, bounds=(0, 1), epsilon=1.0, progress=lambda d, t: 1 / 0)
+    assert isinstance(sk, dps.Sketch) and sk.sum.shape == (fm.num_features,)
