@@ -59,6 +59,7 @@ from .features import (
     Moments,
     QuantizedRFF,
     RandomQuadratic,
+    SubsampledRFF,
     feature_map_from_dict,
 )
 from .measurements import (
@@ -67,8 +68,10 @@ from .measurements import (
     release_sketch,
     then_private_sketch,
 )
+from .planning import SketchSizePlan, noise_to_signal, suggest_sketch_size
 from .postprocessors import _make_m2m_in_context, make_m2m, then_m2m
 from .projections import JLProjection, make_jl_projection, then_jl_projection
+from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
 from .sketch import Sketch, SketchFormatError
 from .streaming import (
     FrameBoxDomain,
@@ -92,6 +95,7 @@ __all__ = [
     "FeatureMap",
     "RFF",
     "QuantizedRFF",
+    "SubsampledRFF",
     "RACE",
     "Histogram",
     "DyadicTrees",
@@ -111,6 +115,14 @@ __all__ = [
     "release_sketch",
     "Sketch",
     "SketchFormatError",
+    "Session",
+    "PrivacyBudgetError",
+    "LedgerError",
+    "LedgerBusyError",
+    "verify_ledger",
+    "suggest_sketch_size",
+    "SketchSizePlan",
+    "noise_to_signal",
     "M2M",
     "LogisticRegression",
     "LinearRegression",

@@ -1,6 +1,6 @@
 """Public random feature maps ``Φ: R^d → R^m`` with proven L1/L2 sensitivities.
 
-One module per family: :mod:`.rff` (RFF, QuantizedRFF), :mod:`.race` (RACE),
+One module per family: :mod:`.rff` (RFF, QuantizedRFF), :mod:`.subsampled` (SubsampledRFF), :mod:`.race` (RACE),
 :mod:`.histogram` (Histogram, DyadicTrees), :mod:`.moments` (Moments, RandomQuadratic),
 :mod:`.byclass` (ByClass). The common interface is :class:`.base.FeatureMap`.
 """
@@ -11,6 +11,7 @@ from .histogram import DyadicTrees, Histogram
 from .moments import Moments, RandomQuadratic
 from .race import RACE
 from .rff import RFF, QuantizedRFF
+from .subsampled import SubsampledRFF
 
 __all__ = [
     "FeatureMap",
@@ -18,6 +19,7 @@ __all__ = [
     "feature_map_from_dict",
     "RFF",
     "QuantizedRFF",
+    "SubsampledRFF",
     "RACE",
     "Histogram",
     "DyadicTrees",

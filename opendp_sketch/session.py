@@ -1,0 +1,520 @@
+"""Budget-accounted sessions: every release of a dataset goes through an OpenDP privacy filter built
+from the budget a persistent SQLite ledger says is left, and is recorded before it is returned.
+
+A curator opens a :class:`Session` for a dataset with a total budget (pure ε, (ε, δ) or ρ, the
+conventions of :func:`~opendp_sketch.release_sketch`). Each release then runs, while holding the
+ledger's write lock,
+
+1. read the remaining budget (exact fractions) from the ledger;
+2. ``make_privacy_filter(make_fully_adaptive_composition(...), d_in, d_out=remaining)``, invoke it
+   on the data, and submit the release measurement to it: **the filter refuses** a release that
+   does not fit;
+3. record the loss OpenDP reports (and the sketch) and commit; only then is the release returned.
+
+A failure anywhere rolls the transaction back: nothing is recorded, nothing is spent, nothing is
+returned. Analyses of released sketches are post-processing; :meth:`Session.analyze` logs them at
+no cost. See ``docs/sessions.md`` for the durability and locking argument.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Any, TypeVar
+
+import numpy as np
+import opendp.prelude as dp
+
+from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .ledger import (
+    DEFAULT_TIMEOUT,
+    DatasetRecord,
+    Ledger,
+    LedgerBusyError,
+    LedgerError,
+    PrivacyBudgetError,
+    describe,
+    float_down,
+    float_up,
+    verify_ledger,
+)
+from .measurements import (
+    DEFAULT_COUNT_FRACTION,
+    _full_bounds,
+    _parse_budget,
+    _release_arguments,
+    _spent,
+    _to_array,
+    then_private_sketch,
+)
+from .sketch import Sketch, SketchFormatError
+from .transformations import make_box_clip
+
+__all__ = [
+    "Session",
+    "PrivacyBudgetError",
+    "LedgerError",
+    "LedgerBusyError",
+    "verify_ledger",
+    "sketch_to_bytes",
+    "sketch_from_bytes",
+]
+
+T = TypeVar("T")
+
+_MEASURES = {
+    "epsilon": dp.max_divergence(),
+    "epsilon_delta": dp.approximate(dp.max_divergence()),
+    "rho": dp.zero_concentrated_divergence(),
+}
+#: released values larger than this (as JSON) are recorded without the value
+_MAX_RESULT_CHARS = 1 << 20
+
+
+def sketch_to_bytes(sketch: Sketch) -> bytes:
+    """The bytes :meth:`Sketch.save <opendp_sketch.Sketch.save>` writes (zip of JSON and int64 arrays)."""
+    with tempfile.TemporaryDirectory(prefix="opendp_sketch_") as tmp:
+        path = os.path.join(tmp, "sketch.npz")
+        sketch.save(path)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def sketch_from_bytes(blob: bytes, name: str = "sketch") -> Sketch:
+    """Inverse of :func:`sketch_to_bytes`, through :meth:`Sketch.load <opendp_sketch.Sketch.load>`'s
+    checks (format, version, schema, checksum; never unpickles).
+
+    :param name: how the blob is named in error messages
+    :raises SketchFormatError: if the bytes are not an intact sketch
+    """
+    buffer = io.BytesIO(blob)
+    try:
+        return Sketch.load(buffer)  # type: ignore[arg-type]  # np.load reads file objects too
+    except SketchFormatError as e:
+        raise SketchFormatError(str(e).replace(str(buffer), name)) from None
+
+
+def _as_loss(value: Any) -> tuple[float, float]:
+    """OpenDP's loss (a float, or ``(ε, δ)``) as a pair ``(ε or ρ, δ)``."""
+    return (float(value[0]), float(value[1])) if isinstance(value, tuple) else (float(value), 0.0)
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _privacy_filter(meas: dp.Measurement, data: Any, d_in: Any, d_out: Any) -> Any:
+    """A fresh OpenDP privacy filter with budget ``d_out`` for queries like ``meas``, holding ``data``."""
+    odometer = dp.c.make_fully_adaptive_composition(meas.input_domain, meas.input_metric, meas.output_measure)
+    return dp.c.make_privacy_filter(odometer, d_in=d_in, d_out=d_out)(data)
+
+
+def _result_json(value: Any) -> str | None:
+    """The released value as JSON when it is small and plain (numbers, strings, arrays)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (np.ndarray, np.generic)):
+            return v.tolist()
+        raise TypeError
+
+    try:
+        text = json.dumps(value, default=plain, allow_nan=True)
+    except (TypeError, ValueError):
+        return None
+    return text if len(text) <= _MAX_RESULT_CHARS else None
+
+
+class Session:
+    """A dataset's privacy budget, spent release by release through OpenDP privacy filters and
+    recorded in a SQLite ledger shared by every process that opens the same file.
+
+    Create one with :meth:`Session.open`. ``remaining`` and ``spent`` are in OpenDP's form for the
+    session's measure: a float (ε or ρ) or a tuple ``(ε, δ)``.
+
+    :ivar dataset_id: the dataset this session spends for
+    :ivar budget: ``"epsilon"``, ``"epsilon_delta"`` or ``"rho"``
+    :ivar measure: the OpenDP output measure every release must have
+    :ivar ledger: the :class:`~opendp_sketch.ledger.Ledger` connection
+    :ivar last_release_id: id of the latest release made through this session (``None`` before)
+    """
+
+    def __init__(self, ledger: Ledger, dataset_id: str, budget: str) -> None:
+        self.ledger = ledger
+        self.dataset_id = dataset_id
+        self.budget = budget
+        self.measure = _MEASURES[budget]
+        self.last_release_id: int | None = None
+
+    @classmethod
+    def open(
+        cls,
+        ledger_path: str | os.PathLike[str],
+        dataset_id: str,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> Session:
+        """Open (or create) the session of ``dataset_id`` in the ledger file ``ledger_path``.
+
+        The first open fixes the dataset's total budget; later opens may restate the same total
+        or give none. The remaining budget always comes from the ledger: after a crash or a
+        restart it is what the committed releases left, never more.
+
+        :param ledger_path: SQLite file (created if missing; its directory must exist)
+        :param dataset_id: a non-empty name for the dataset
+        :param epsilon: total ε (pure ε-DP, or (ε, δ)-DP with ``delta``)
+        :param delta: total δ
+        :param rho: total ρ (zCDP)
+        :param timeout: seconds to wait for another process's release to finish
+        :return: the session
+        :raises ValueError: for bad arguments
+        :raises LedgerError: if the dataset exists with a different total, or is new and no
+            budget is given, or the file is not a ledger
+        :example:
+
+        >>> import tempfile, os, opendp.prelude as dp, opendp_sketch.session as ss
+        >>> dp.enable_features("contrib", "honest-but-curious")
+        >>> path = os.path.join(tempfile.mkdtemp(), "ledger.db")
+        >>> s = ss.Session.open(path, "survey", epsilon=1.0)
+        >>> s.remaining, s.spent, s.measure
+        (1.0, 0.0, MaxDivergence)
+        >>> ss.Session.open(path, "survey").budget     # reopen without restating the total
+        'epsilon'
+        >>> ss.Session.open(path, "survey", epsilon=2.0)
+        Traceback (most recent call last):
+        ...
+        opendp_sketch.ledger.LedgerError: dataset 'survey' already has a total budget of ε = 1 ...
+        """
+        if not isinstance(dataset_id, str) or not dataset_id:
+            raise ValueError(f"dataset_id ({dataset_id!r}) must be a non-empty string")
+        if epsilon is None and delta is None and rho is None:
+            budget, total = None, None
+        else:
+            _, d_out, budget = _parse_budget(epsilon, delta, rho)
+            total = (d_out[0], d_out[1]) if isinstance(d_out, tuple) else (d_out, 0.0)
+        ledger = Ledger(ledger_path, timeout=timeout)
+        try:
+            record = ledger.ensure_dataset(dataset_id, budget, total)
+        except BaseException:
+            ledger.close()
+            raise
+        return cls(ledger, dataset_id, record.budget)
+
+    def close(self) -> None:
+        """Close the ledger connection."""
+        self.ledger.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Session({self.dataset_id!r}, {self.ledger.path!r}, {self.budget}, remaining={self.remaining})"
+
+    # -- budget ---------------------------------------------------------------------------------
+    def _record(self) -> DatasetRecord:
+        rec = self.ledger.dataset(self.dataset_id)
+        if rec is None:
+            raise LedgerError(f"dataset {self.dataset_id!r} has disappeared from {self.ledger.path}")
+        return rec
+
+    def _opendp_form(self, pair: tuple[float, float]) -> float | tuple[float, float]:
+        return pair if self.budget == "epsilon_delta" else pair[0]
+
+    @property
+    def total(self) -> float | tuple[float, float]:
+        """The dataset's total budget."""
+        rec = self._record()
+        return self._opendp_form((float(rec.total[0]), float(rec.total[1])))
+
+    @property
+    def spent(self) -> float | tuple[float, float]:
+        """Budget spent by all committed releases of this dataset (rounded up), from the ledger."""
+        rec = self._record()
+        return self._opendp_form((float_up(rec.spent[0]), float_up(rec.spent[1])))
+
+    @property
+    def remaining(self) -> float | tuple[float, float]:
+        """Budget left (rounded down), from the ledger: other processes' releases count too."""
+        rec = self._record()
+        return self._opendp_form((float_down(rec.remaining[0]), float_down(rec.remaining[1])))
+
+    # -- releases -------------------------------------------------------------------------------
+    def release(
+        self, measurement: dp.Measurement, data: Any, d_in: Any = 1, *, description: str | None = None
+    ) -> Any:
+        """Release ``measurement(data)`` through a privacy filter holding the remaining budget.
+
+        The measurement's output measure must be the session's; in an (ε, δ) session a pure-ε
+        measurement is also accepted (OpenDP's ``make_approximate``, δ = 0). A released
+        :class:`~opendp_sketch.Sketch` is stored and can be read back with :meth:`load_sketch`;
+        other small plain values (numbers, arrays, lists) are recorded with the release.
+
+        :param measurement: any OpenDP measurement
+        :param data: the dataset, a member of ``measurement.input_domain``
+        :param d_in: the privacy unit as a distance under ``measurement.input_metric`` (positive;
+            use the same unit for every release of a dataset)
+        :param description: free text stored with the release
+        :return: what the measurement released
+        :raises PrivacyBudgetError: if the filter refuses the release (nothing is spent)
+        :raises ValueError: if the measure does not match or the loss at ``d_in`` is undefined
+        :raises LedgerBusyError: if another release held the ledger longer than the timeout
+        :example:
+
+        >>> import tempfile, os, opendp.prelude as dp, opendp_sketch.session as ss
+        >>> dp.enable_features("contrib", "honest-but-curious")
+        >>> s = ss.Session.open(os.path.join(tempfile.mkdtemp(), "l.db"), "ages", epsilon=1.0)
+        >>> space = (dp.vector_domain(dp.atom_domain(bounds=(0.0, 100.0), nan=False)), dp.symmetric_distance())
+        >>> noisy_sum = space >> dp.t.then_sum() >> dp.m.then_laplace(200.0)
+        >>> isinstance(s.release(noisy_sum, [30.0, 41.0, 52.0]), float), s.spent
+        (True, 0.5)
+        >>> s.release(noisy_sum, [30.0, 41.0, 52.0], d_in=2)
+        Traceback (most recent call last):
+        ...
+        opendp_sketch.ledger.PrivacyBudgetError: dataset 'ages': the release needs ε = 1, but only ε = 0.5 ...
+        """
+        if not isinstance(measurement, dp.Measurement):
+            raise ValueError(f"measurement ({type(measurement).__name__}) must be an OpenDP Measurement")
+        measurement = self._lift(measurement)
+        if description is not None and not isinstance(description, str):
+            raise ValueError(f"description ({description!r}) must be a string")
+        summary = f"{type(measurement.output_measure).__name__} measurement on {measurement.input_domain}"[:200]
+        return self._release(measurement, data, d_in, summary, description)
+
+    def _lift(self, measurement: dp.Measurement) -> dp.Measurement:
+        """``measurement`` with the session's output measure, or a clear error."""
+        measure = measurement.output_measure
+        if measure == self.measure:
+            return measurement
+        if self.budget == "epsilon_delta" and measure == dp.max_divergence():
+            return dp.c.make_approximate(measurement)
+        hint = {
+            "epsilon": "a pure ε measurement (e.g. Laplace noise)",
+            "epsilon_delta": "an (ε, δ) or pure ε measurement (convert zCDP with dp.c.make_zCDP_to_approxDP "
+            "and dp.c.make_fix_delta)",
+            "rho": "a zCDP measurement (e.g. Gaussian noise)",
+        }[self.budget]
+        raise ValueError(
+            f"the measurement's output measure ({measure}) does not match this session's ({self.measure}); "
+            f"give {hint}"
+        )
+
+    def release_sketch(
+        self,
+        data: Any,
+        feature_map: FeatureMap,
+        bounds: Any,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        contributions: int = 1,
+        count_fraction: float = DEFAULT_COUNT_FRACTION,
+        impute: float | Sequence[float] | None = None,
+        column_names: Sequence[str] | None = None,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        n_jobs: int | None = None,
+        description: str | None = None,
+    ) -> Sketch:
+        """Release a sketch of ``data`` spending the given share of the session's budget.
+
+        Arguments are those of :func:`~opendp_sketch.release_sketch` (numpy or Polars data in
+        memory) and are checked the same way before anything is released. The measurement is
+        ``make_box_clip >> then_private_sketch`` at the smallest noise scale OpenDP certifies for
+        the share; it is then released through the session's privacy filter. The sketch is
+        stored in the ledger; ``sketch.privacy["release_id"]`` is its id for :meth:`load_sketch`.
+
+        :return: the released :class:`~opendp_sketch.Sketch`
+        :raises PrivacyBudgetError: if the share exceeds the remaining budget (nothing is spent)
+        :raises ValueError: on bad parameters or data, or a budget of another kind than the
+            session's (nothing is spent)
+        :example:
+
+        >>> import tempfile, os, numpy as np, opendp.prelude as dp, opendp_sketch as dps
+        >>> import opendp_sketch.session as ss
+        >>> dp.enable_features("contrib", "honest-but-curious")
+        >>> s = ss.Session.open(os.path.join(tempfile.mkdtemp(), "l.db"), "survey", epsilon=1.0)
+        >>> X = np.random.default_rng(0).uniform(0, 1, size=(500, 2))
+        >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=2)
+        >>> sk = s.release_sketch(X, fm, bounds=(0, 1), epsilon=0.25)
+        >>> s.load_sketch(sk.privacy["release_id"]).feature_map == fm, s.remaining >= 0.75 - 1e-9
+        (True, True)
+        """
+        measure, d_out, budget, count_fraction = _release_arguments(
+            feature_map, contributions, epsilon, delta, rho, count_fraction
+        )
+        if budget != self.budget and not (budget == "epsilon" and self.budget == "epsilon_delta"):
+            raise ValueError(f"this session accounts {self._budget_words()}: give the release's share as such")
+        X, names = _to_array(data, column_names)
+        d = feature_map.input_dim
+        if X.shape[1] != d:
+            raise ValueError(f"data has {X.shape[1]} columns but the feature map expects {d}")
+        if X.shape[0] == 0:
+            raise ValueError("data is empty (0 rows)")
+        lo, hi = _full_bounds(bounds, feature_map)
+        if impute is None and not np.isfinite(X).all():
+            raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
+        if impute is not None and np.isinf(X).any():
+            raise ValueError("data contains infinite values; impute replaces NaN only")
+        in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
+        source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute, column_names=names)
+
+        def build(scale: float) -> dp.Measurement:
+            chain = source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+            return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta) if budget == "epsilon_delta" else chain
+
+        meas = self._lift(dp.binary_search_chain(build, d_in=contributions, d_out=d_out, T=float))
+        mech = "laplace" if measure == dp.max_divergence() else "gaussian"
+        summary = f"{type(feature_map).__name__} m={feature_map.num_features} {mech} fingerprint={feature_map.fingerprint()}"
+        return self._release(meas, X, contributions, summary, description)
+
+    def _budget_words(self) -> str:
+        return {"epsilon": "pure ε (epsilon=)", "epsilon_delta": "(ε, δ) (epsilon=, delta=)", "rho": "ρ (rho=)"}[
+            self.budget
+        ]
+
+    def _release(
+        self,
+        meas: dp.Measurement,
+        data: Any,
+        d_in: Any,
+        summary: str,
+        description: str | None,
+    ) -> Any:
+        """Filter, release, record, commit — all under the ledger's write lock."""
+        if isinstance(d_in, bool) or (isinstance(d_in, (int, float, np.integer, np.floating)) and not d_in > 0):
+            # a zero distance would make any measurement look free
+            raise ValueError(f"d_in ({d_in!r}) must be a positive distance (the privacy unit)")
+        try:
+            expected = _as_loss(meas.map(d_in))
+        except Exception as e:  # a privacy map that cannot be evaluated is an argument error
+            raise ValueError(f"the measurement's privacy loss at d_in={d_in!r} is undefined ({e})") from None
+        # OpenDP 0.16's filter runs a query before comparing its loss with the budget, so the
+        # budget is first put to a filter with a data-free stand-in of the same privacy map
+        probe = dp.m.make_user_measurement(
+            meas.input_domain, meas.input_metric, meas.output_measure, _nothing, meas.map
+        )
+        with self.ledger.transaction() as con:
+            rec = self.ledger.dataset(self.dataset_id, con)
+            d_out = self._opendp_form((float_down(rec.remaining[0]), float_down(rec.remaining[1])))
+            gate = _privacy_filter(probe, data, d_in, d_out)
+            try:
+                gate(probe)
+            except dp.OpenDPException:
+                raise PrivacyBudgetError(
+                    f"dataset {self.dataset_id!r}: the release needs {describe(self.budget, expected)}, but only "
+                    f"{describe(self.budget, rec.remaining)} is left; the privacy filter refused it and nothing "
+                    "was released or spent"
+                ) from None
+            # a failure here (of the computation) propagates and the rollback spends nothing
+            queryable = _privacy_filter(meas, data, d_in, d_out)
+            value = queryable(meas)
+            loss = _as_loss(queryable.privacy_loss(d_in))
+            is_sketch = isinstance(value, Sketch)
+            release_id = self.ledger.record_release(
+                con, rec, "sketch" if is_sketch else "measurement", d_in, (Fraction(loss[0]), Fraction(loss[1])),
+                summary, description, None if is_sketch else _result_json(value),
+            )
+            if is_sketch:
+                value.privacy = {
+                    **value.privacy, "measure": str(meas.output_measure), "d_in": d_in,
+                    **_spent(self.budget, self._opendp_form(loss)),
+                    "dataset_id": self.dataset_id, "release_id": release_id,
+                }
+                fm = value.feature_map
+                self.ledger.store_sketch(
+                    con, release_id, type(fm).__name__, fm.fingerprint(), fm.num_features, sketch_to_bytes(value)
+                )
+        self.last_release_id = release_id
+        return value
+
+    # -- the store and the log ------------------------------------------------------------------
+    def load_sketch(self, release_id: int) -> Sketch:
+        """The sketch stored by release ``release_id`` of this dataset, read through the checked
+        file format (no code is executed).
+
+        :raises ValueError: if ``release_id`` is not a stored sketch of this dataset
+        :raises SketchFormatError: if the stored bytes were modified or corrupted
+        """
+        if isinstance(release_id, bool) or not isinstance(release_id, (int, np.integer)):
+            raise ValueError(f"release_id ({release_id!r}) must be an integer")
+        blob = self.ledger.sketch_blob(self.dataset_id, int(release_id))
+        return sketch_from_bytes(blob, f"{self.ledger.path}: sketch {int(release_id)}")
+
+    def log_postprocessing(self, release_id: int, description: str) -> int:
+        """Record an analysis of release ``release_id`` (post-processing: costs nothing).
+
+        :return: the log entry's id
+        :raises ValueError: for an unknown release or an empty description
+        """
+        if isinstance(release_id, bool) or not isinstance(release_id, (int, np.integer)):
+            raise ValueError(f"release_id ({release_id!r}) must be an integer")
+        if not isinstance(description, str) or not description:
+            raise ValueError(f"description ({description!r}) must be a non-empty string")
+        return self.ledger.log_postprocessing(self.dataset_id, int(release_id), description)
+
+    def analyze(self, release_id: int, analysis: Callable[[Sketch], T], description: str | None = None) -> T:
+        """Run ``analysis(sketch)`` on a stored sketch and log it as free post-processing.
+
+        :param analysis: any function of the sketch (it never sees the data)
+        :param description: what is logged (default: the function's qualified name)
+        :return: what ``analysis`` returns
+        """
+        result = analysis(self.load_sketch(release_id))
+        self.log_postprocessing(release_id, description or getattr(analysis, "__qualname__", repr(analysis)))
+        return result
+
+    def releases(self) -> Any:
+        """This dataset's releases as a Polars DataFrame: ``id``, ``kind``, ``time`` (UTC),
+        ``d_in``, the loss (``epsilon``; ``epsilon`` and ``delta``; or ``rho``), ``summary`` (map
+        and mechanism, or the measurement's input domain) and ``description``."""
+        import polars as pl
+
+        rows = self.ledger.query(
+            "SELECT id, kind, created, d_in, loss, delta, summary, description FROM releases "
+            "WHERE dataset_id = ? ORDER BY id",
+            (self.dataset_id,),
+        )
+        cols = list(zip(*rows)) if rows else [[] for _ in range(8)]
+        loss_cols = {"epsilon": ["epsilon"], "epsilon_delta": ["epsilon", "delta"], "rho": ["rho"]}[self.budget]
+        frame = pl.DataFrame(
+            {
+                "id": pl.Series(cols[0], dtype=pl.Int64),
+                "kind": pl.Series(cols[1], dtype=pl.String),
+                "time": pl.Series(cols[2], dtype=pl.String).str.to_datetime(time_zone="UTC"),
+                "d_in": pl.Series(cols[3], dtype=pl.String),
+                loss_cols[0]: pl.Series(cols[4], dtype=pl.Float64),
+                "delta": pl.Series(cols[5], dtype=pl.Float64),
+                "summary": pl.Series(cols[6], dtype=pl.String),
+                "description": pl.Series(cols[7], dtype=pl.String),
+            }
+        )
+        return frame if "delta" in loss_cols else frame.drop("delta")
+
+    def postprocessing(self) -> Any:
+        """The post-processing log as a Polars DataFrame: ``id``, ``release_id``, ``time``,
+        ``description``."""
+        import polars as pl
+
+        rows = self.ledger.query(
+            "SELECT p.id, p.release_id, p.created, p.description FROM postprocessing p "
+            "JOIN releases r ON r.id = p.release_id WHERE r.dataset_id = ? ORDER BY p.id",
+            (self.dataset_id,),
+        )
+        cols = list(zip(*rows)) if rows else [[] for _ in range(4)]
+        return pl.DataFrame(
+            {
+                "id": pl.Series(cols[0], dtype=pl.Int64),
+                "release_id": pl.Series(cols[1], dtype=pl.Int64),
+                "time": pl.Series(cols[2], dtype=pl.String).str.to_datetime(time_zone="UTC"),
+                "description": pl.Series(cols[3], dtype=pl.String),
+            }
+        )
