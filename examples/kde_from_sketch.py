@@ -2,7 +2,9 @@
 
 Writes ``examples/output/kde_from_sketch.png`` and ``.csv``. Runs in a few seconds:
 
-    python examples/kde_from_sketch.py [--n 200000]
+    python examples/kde_from_sketch.py [--n 200000] [--quick] [--out DIR]
+
+``--quick`` uses n = 20,000 rows (a smoke run). CSV columns: x, then one per curve.
 
 Every curve is post-processing of one released sketch: ⟨Φ(q), ẑ⟩ / m' estimates the average
 Gaussian kernel between q and the data.
@@ -68,6 +70,7 @@ def main(n: int = 200_000, out_dir: str = "examples/output") -> pathlib.Path:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--quick", action="store_true", help="smoke run with n = 20,000")
     ap.add_argument("--out", default="examples/output")
     a = ap.parse_args()
-    main(a.n, a.out)
+    main(20_000 if a.quick else a.n, a.out)

@@ -42,7 +42,12 @@ def make_m2m(
         methods (``"mean"``, ``"moment"``, ``"covariance"``, ``"cdf"``, ``"quantile"``,
         ``"expect"``, ``"count"``, ``"weighted_frame"``)
     :param query_args: positional arguments of that method, e.g. ``("age", [30, 40])`` for ``"cdf"``
-    :param bounds, prior, n_samples, seed, lam, discrete: as for :class:`M2M`
+    :param bounds: as for :class:`M2M`
+    :param prior: as for :class:`M2M`
+    :param n_samples: as for :class:`M2M`
+    :param seed: as for :class:`M2M`
+    :param lam: as for :class:`M2M`
+    :param discrete: as for :class:`M2M`
     :raises ValueError: for an unknown query name or bad options (checked here, before any
         release). Problems only the released sketch can reveal (a noisy count ≤ 0, a column
         name it lacks) do not raise — the release is spent either way — but give ``None`` and a
