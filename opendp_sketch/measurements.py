@@ -365,6 +365,18 @@ def release_sketch(
             data, feature_map, bounds, measure, d_out, budget, delta, contributions, count_fraction,
             impute, column_names, chunk_rows, n_jobs, progress,
         )
+    X, source = _memory_source(data, feature_map, bounds, impute, column_names, projection)
+
+    def build(scale: float) -> dp.Measurement:
+        return source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+
+    return _search_and_release(build, X, feature_map, budget, d_out, contributions, delta)
+
+
+def _memory_source(
+    data: Any, feature_map: FeatureMap, bounds: Any, impute: Any, column_names: Sequence[str] | None, projection: Any
+) -> tuple[np.ndarray, dp.Transformation]:
+    """In-memory data checked (nothing released yet) and its clip (and projection) transformation."""
     X, names = _to_array(data, column_names)
     if projection is not None:
         from .projections import JLProjection
@@ -395,11 +407,7 @@ def release_sketch(
         from .projections import then_jl_projection
 
         source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
-
-    def build(scale: float) -> dp.Measurement:
-        return source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
-
-    return _search_and_release(build, X, feature_map, budget, d_out, contributions, delta)
+    return X, source
 
 
 def _column_names(names: Any) -> list[str] | None:
@@ -426,10 +434,10 @@ def _release_arguments(
     return measure, d_out, budget, _fraction(count_fraction)
 
 
-def _search_and_release(
-    make: Any, data: Any, feature_map: FeatureMap, budget: str, d_out: Any, contributions: int, delta: Any = None
-) -> Sketch:
-    """Find the smallest noise scale OpenDP certifies for the budget, then release once.
+def _search_measurement(
+    make: Any, feature_map: FeatureMap, budget: str, d_out: Any, contributions: int, delta: Any = None
+) -> dp.Measurement:
+    """The measurement at the smallest noise scale OpenDP certifies for the budget.
 
     ``make(scale)`` builds the zCDP or pure-ε measurement; with ``delta`` it is converted to
     (ε, δ) by OpenDP (``make_zCDP_to_approxDP``, ``make_fix_delta``).
@@ -463,6 +471,14 @@ def _search_and_release(
                 f"no noise scale OpenDP can represent gives {budget} = {d_out!r} "
                 f"({type(e).__name__}): the budget or count_fraction is too extreme"
             ) from None
+    return meas
+
+
+def _search_and_release(
+    make: Any, data: Any, feature_map: FeatureMap, budget: str, d_out: Any, contributions: int, delta: Any = None
+) -> Sketch:
+    """:func:`_search_measurement`, then release once and record what was spent."""
+    meas = _search_measurement(make, feature_map, budget, d_out, contributions, delta)
     sketch = meas(data)
     spent = meas.map(contributions)
     sketch.privacy = {"measure": str(meas.output_measure), "d_in": contributions, **_spent(budget, spent)}

@@ -44,15 +44,14 @@ from .ledger import (
 )
 from .measurements import (
     DEFAULT_COUNT_FRACTION,
-    _full_bounds,
+    _memory_source,
     _parse_budget,
     _release_arguments,
+    _search_measurement,
     _spent,
-    _to_array,
     then_private_sketch,
 )
 from .sketch import Sketch, SketchFormatError
-from .transformations import make_box_clip
 
 __all__ = [
     "Session",
@@ -353,25 +352,13 @@ class Session:
         )
         if budget != self.budget and not (budget == "epsilon" and self.budget == "epsilon_delta"):
             raise ValueError(f"this session accounts {self._budget_words()}: give the release's share as such")
-        X, names = _to_array(data, column_names)
-        d = feature_map.input_dim
-        if X.shape[1] != d:
-            raise ValueError(f"data has {X.shape[1]} columns but the feature map expects {d}")
-        if X.shape[0] == 0:
-            raise ValueError("data is empty (0 rows)")
-        lo, hi = _full_bounds(bounds, feature_map)
-        if impute is None and not np.isfinite(X).all():
-            raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
-        if impute is not None and np.isinf(X).any():
-            raise ValueError("data contains infinite values; impute replaces NaN only")
-        in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
-        source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute, column_names=names)
+        X, source = _memory_source(data, feature_map, bounds, impute, column_names, None)
 
         def build(scale: float) -> dp.Measurement:
-            chain = source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
-            return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(chain), delta) if budget == "epsilon_delta" else chain
+            return source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
 
-        meas = self._lift(dp.binary_search_chain(build, d_in=contributions, d_out=d_out, T=float))
+        delta_arg = delta if budget == "epsilon_delta" else None
+        meas = self._lift(_search_measurement(build, feature_map, budget, d_out, contributions, delta_arg))
         mech = "laplace" if measure == dp.max_divergence() else "gaussian"
         summary = f"{type(feature_map).__name__} m={feature_map.num_features} {mech} fingerprint={feature_map.fingerprint()}"
         return self._release(meas, X, contributions, summary, description)

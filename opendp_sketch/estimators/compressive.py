@@ -139,6 +139,11 @@ class _CLOMPR:
         self.s_lo, self.s_hi = s_bounds if s_bounds is not None else (None, None)
         self.d = lo.shape[0]
         self.cloud = ((lo + hi) / 2, (hi - lo) / 4)
+        if not gaussian:
+            # blob width for the atom search: the kernel's own scale per column, 1/rms(ω_d)
+            s_fix = 1.0 / np.sqrt(np.maximum(atoms.W2.mean(axis=1), 1e-300))
+            s_fix = np.minimum(s_fix, (hi - lo) / 2)
+            self.smoother = _CLOMPR(z, atoms, lo, hi, True, (s_fix, s_fix))
 
     def fit_cloud(self) -> None:
         """Fit one diagonal Gaussian to the whole sketch: where the data are, and how spread.
@@ -203,24 +208,38 @@ class _CLOMPR:
             grad.append((ds_ip * nv - ip * ds_nn) / nv2)
         return -ip / nv, -np.concatenate(grad)
 
-    def _new_atom(self, r: np.ndarray, rng: np.random.Generator, s0: np.ndarray | None) -> np.ndarray:
+    def _new_atom(
+        self, r: np.ndarray, rng: np.random.Generator, s0: np.ndarray | None, smooth: bool
+    ) -> np.ndarray:
         # in high dimension the data fill a small part of the box: draw the candidates from the
         # one-Gaussian summary of the sketch (see ``fit_cloud``), where the correlation is not flat
         mean, std = self.cloud
         cand = np.clip(rng.normal(mean, std, size=(_CANDIDATES, self.d)), self.lo, self.hi)
-        E = self._values(cand, None if s0 is None else np.broadcast_to(s0, cand.shape))
+        # with ``smooth`` a point mass is searched by continuation: first a Gaussian blob as wide as
+        # the kernel (the residual smoothed twice as much: wider basins, but nearby clusters may
+        # merge), then the point. Restarts alternate the two; the smallest residual wins.
+        smooth = smooth or self.gaussian
+        search = self if self.gaussian else self.smoother
+        s_start = s0 if self.gaussian else self.smoother.s_lo
+        E = search._values(cand, np.broadcast_to(s_start, cand.shape))
         score = self._inner(E, r) / np.sqrt(np.maximum(self._sq_norms(E), 1e-300))
         best, best_x = math.inf, None
         for i in np.argsort(-score)[:_STARTS]:
-            x0 = self._pack(cand[i : i + 1], None if s0 is None else s0[None, :])
-            res = scipy.optimize.minimize(
-                self._correlation, x0, args=(r,), jac=True, method="L-BFGS-B",
-                bounds=self._param_bounds(1), options={"maxiter": 200},
-            )
-            if res.fun < best:
-                best, best_x = float(res.fun), res.x
+            x = search._ascend(search._pack(cand[i : i + 1], s_start[None, :]), r) if smooth else cand[i]
+            if not self.gaussian:
+                x = self._ascend(x[: self.d] if smooth else cand[i], r)
+            fun = self._correlation(x, r)[0]
+            if fun < best:
+                best, best_x = fun, x
         assert best_x is not None
         return best_x
+
+    def _ascend(self, x0: np.ndarray, r: np.ndarray) -> np.ndarray:
+        res = scipy.optimize.minimize(
+            self._correlation, x0, args=(r,), jac=True, method="L-BFGS-B",
+            bounds=self._param_bounds(1), options={"maxiter": 200},
+        )
+        return res.x
 
     # -- steps 2 and 3 -----------------------------------------------------------------------
     def _feature_matrix(self, E: np.ndarray) -> np.ndarray:
@@ -260,14 +279,14 @@ class _CLOMPR:
         return float(np.sqrt((np.abs(R) ** 2).sum()))
 
     def run(
-        self, k: int, rng: np.random.Generator, s0: np.ndarray | None, maxiter: int
+        self, k: int, rng: np.random.Generator, s0: np.ndarray | None, maxiter: int, smooth: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         """CL-OMPR with ``2k`` iterations; returns the packed atom parameters and weights."""
         params: list[np.ndarray] = []
         alpha = np.zeros(0)
         r = self.zc.copy()
         for _ in range(2 * k):
-            params.append(self._new_atom(r, rng, s0))
+            params.append(self._new_atom(r, rng, s0, smooth))
             if len(params) > k:
                 # hard thresholding: keep the k atoms with the largest NNLS weights
                 keep = np.sort(np.argsort(-self._nnls(self._pack_list(params), len(params)))[:k])
@@ -398,7 +417,7 @@ class _CompressiveMixture:
             dec.fit_cloud()
             for restart in range(self.n_restarts):
                 rng = np.random.default_rng([self.seed, restart])
-                x, alpha = dec.run(k, rng, s0, self.max_iter)
+                x, alpha = dec.run(k, rng, s0, self.max_iter, smooth=restart % 2 == 1)
                 res = dec.residual(x, alpha, k)
                 if best is None or res < best[0]:
                     best = (res, x, alpha)
