@@ -29,6 +29,25 @@ def _require_symmetric(input_metric: dp.Metric) -> None:
         raise ValueError(f"input_metric ({input_metric}) must be symmetric_distance()")
 
 
+def _check_chunking(chunk_rows: Any, n_jobs: Any) -> None:
+    """``chunk_rows`` a positive int, ``n_jobs`` a positive int or ``None`` (every exact-sum source)."""
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows <= 0:
+        raise ValueError(f"chunk_rows ({chunk_rows!r}) must be a positive integer")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
+        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+
+
+def impute_values(impute: Any, num_columns: int) -> np.ndarray:
+    """Public NaN replacements: one finite number, or one per column, as a float64 vector."""
+    try:
+        fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), (num_columns,)).copy()
+    except (TypeError, ValueError):
+        raise ValueError(f"impute ({impute!r}) must be one number or {num_columns} numbers") from None
+    if not np.isfinite(fill).all():
+        raise ValueError(f"impute values must be finite (got {impute!r})")
+    return fill
+
+
 def _stability_up(d_in: int, sens: float) -> float:
     """``d_in · sens`` rounded up, so the stated stability is never below the true one."""
     return math.nextafter(d_in * sens, math.inf)
@@ -99,9 +118,7 @@ def make_box_clip(
         raise ValueError(f"bounds have {lo.size} columns but input_domain has {desc.num_columns}")
     fill = None
     if impute is not None:
-        fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), lo.shape).copy()
-        if not np.isfinite(fill).all():
-            raise ValueError(f"impute ({impute!r}) must be finite")
+        fill = impute_values(impute, lo.size)
     elif desc.nan:
         raise ValueError(
             f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
@@ -187,10 +204,7 @@ def make_feature_sum(
         raise ValueError(f"p ({p!r}) must be 1 or 2")
     if not isinstance(fixed_point, bool):
         raise ValueError(f"fixed_point ({fixed_point!r}) must be a bool")
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows <= 0:
-        raise ValueError(f"chunk_rows ({chunk_rows!r}) must be a positive integer")
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
-        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    _check_chunking(chunk_rows, n_jobs)
 
     def exact(x: np.ndarray, limit: int) -> np.ndarray:
         return feature_map._accumulate(x, (lo, hi), chunk_rows, n_jobs).clipped(limit)

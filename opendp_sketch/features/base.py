@@ -46,15 +46,18 @@ def feature_map_from_dict(spec: dict[str, Any]) -> FeatureMap:
     :raises ValueError: if the kind is unknown or the regenerated random draws do not match the
         stored fingerprint (e.g. a numpy release changed its random stream).
     """
-    if not isinstance(spec, dict) or "kind" not in spec or "params" not in spec:
-        raise ValueError("feature map spec must be a dict with 'kind' and 'params'")
+    if not isinstance(spec, dict) or "kind" not in spec or not isinstance(spec.get("params"), dict):
+        raise ValueError("feature map spec must be a dict with 'kind' and a dict 'params'")
     kind = spec["kind"]
-    if kind not in _REGISTRY:
+    if not isinstance(kind, str) or kind not in _REGISTRY:
         raise ValueError(f"feature map kind ({kind!r}) must be one of {sorted(_REGISTRY)}")
     params = dict(spec["params"])
     if "feature_map" in params and isinstance(params["feature_map"], dict):
         params["feature_map"] = feature_map_from_dict(params["feature_map"])
-    fm = _REGISTRY[kind](**params)
+    try:
+        fm = _REGISTRY[kind](**params)
+    except TypeError as e:  # missing or unknown parameter names (constructors check the values)
+        raise ValueError(f"feature map {kind} parameters {sorted(params)} do not match its constructor: {e}") from None
     expected = spec.get("fingerprint")
     if expected is not None and expected != fm.fingerprint():
         raise ValueError(

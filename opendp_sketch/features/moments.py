@@ -105,7 +105,10 @@ class Moments(FeatureMap):
             raise ValueError(f"squared_norm ({squared_norm!r}) must be True or False")
         self.squared_norm = squared_norm
         self.radius = _check_positive_float(radius, "radius")
-        c = np.zeros(self.dim) if center is None else np.asarray(center, dtype=np.float64)
+        try:
+            c = np.zeros(self.dim) if center is None else np.asarray(center, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"center must be {self.dim} finite numbers") from None
         if c.shape != (self.dim,) or not np.isfinite(c).all():
             raise ValueError(f"center must be {self.dim} finite numbers")
         self.center = c
@@ -186,7 +189,8 @@ class RandomQuadratic(FeatureMap):
         rng = np.random.default_rng(self.seed)
         omega = rng.standard_normal((self.dim, self.num_features)) / math.sqrt(self.num_features)
         self.projections = quantize_columns(omega, exact_bits(self.dim))
-        bound = float(np.linalg.norm(self.projections, 2)) ** 2 * self.radius**2 * (1 + 1e-6)
+        spectral = float(np.linalg.norm(self.projections, 2))
+        bound = spectral * spectral * self.radius * self.radius * (1 + 1e-6)  # inf (refused below), not OverflowError
         self.frac_bits = _frac_bits_for(bound, "‖Ω‖₂²·radius² (the feature bound)")
         self._B = math.ceil(math.ldexp(bound, self.frac_bits))
 

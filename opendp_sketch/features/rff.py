@@ -146,20 +146,7 @@ class RFF(FeatureMap):
             return self._scaled_pairs_unchecked(X)
 
     def _scaled_pairs_unchecked(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mult = np.float32(math.ldexp(self.gain, self.frac_bits))
-        Z = _phases(X, self.frequencies).astype(np.float32)
-        a = np.cos(Z)
-        a *= mult
-        np.sin(Z, out=Z)
-        Z *= mult
-        b = Z
-        # fl(a²+b²) >= (a²+b²)(1-2^-23) in float32, so fl(...) <= 4^k(1-2^-20) proves a²+b² <= 4^k
-        t = a * a
-        t += b * b
-        limit = np.float32(math.ldexp(1.0 - 2.0**-20, 2 * self.frac_bits))
-        if not (t.max(initial=0.0) <= limit):
-            a, b = _exact_pair_fix(a, b, self.frac_bits)
-        return a, b
+        return _certified_pairs(_phases(X, self.frequencies).astype(np.float32), self.gain, self.frac_bits)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
         a, b = self._scaled_pairs(X)
@@ -178,6 +165,24 @@ class RFF(FeatureMap):
             # Σ_j |q_c|+|q_s| <= Σ_j √2·√(q_c²+q_s²) <= √2·m'·2^k
             return math.isqrt(2 * (self.num_frequencies * one) ** 2)
         return self.num_frequencies * one * one
+
+
+def _certified_pairs(Z: np.ndarray, gain: float, frac_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """``γ·2^k·cos Z`` and ``γ·2^k·sin Z`` in float32 (``Z`` float32, overwritten), every pair
+    certified ``a² + b² ≤ 4^k``."""
+    mult = np.float32(math.ldexp(gain, frac_bits))
+    a = np.cos(Z)
+    a *= mult
+    np.sin(Z, out=Z)
+    Z *= mult
+    b = Z
+    # fl(a²+b²) >= (a²+b²)(1-2^-23) in float32, so fl(...) <= 4^k(1-2^-20) proves a²+b² <= 4^k
+    t = a * a
+    t += b * b
+    limit = np.float32(math.ldexp(1.0 - 2.0**-20, 2 * frac_bits))
+    if not (t.max(initial=0.0) <= limit):
+        a, b = _exact_pair_fix(a, b, frac_bits)
+    return a, b
 
 
 def _exact_pair_fix(a: np.ndarray, b: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.ndarray]:

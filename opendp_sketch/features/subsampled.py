@@ -12,7 +12,7 @@ import numpy as np
 
 from .._fixed import exact_bits, exact_matmul, quantize_rows
 from .base import _check_positive_int, register_feature_map
-from .rff import RFF, _exact_pair_fix
+from .rff import RFF, _certified_pairs
 
 __all__ = ["SubsampledRFF", "row_hash"]
 
@@ -181,18 +181,9 @@ class SubsampledRFF(RFF):
         Xq = quantize_rows(X, exact_bits(self.dim))
         block = self._blocks_of(Xq)
         with np.errstate(invalid="ignore", over="ignore"):
-            Z = self._selected_phases(Xq, block).astype(np.float32)
-            mult = np.float32(math.ldexp(self.gain, self.frac_bits))
-            a = np.cos(Z)
-            a *= mult
-            np.sin(Z, out=Z)
-            Z *= mult
-            b = Z
             # the float32 pair certificate of RFF (docs/fixed_point.md#the-rff-pair-certificate)
-            t = a * a
-            t += b * b
-            if not (t.max(initial=0.0) <= np.float32(math.ldexp(1.0 - 2.0**-20, 2 * self.frac_bits))):
-                a, b = _exact_pair_fix(a, b, self.frac_bits)
+            Z = self._selected_phases(Xq, block).astype(np.float32)
+            a, b = _certified_pairs(Z, self.gain, self.frac_bits)
         return block, a.astype(np.int64), b.astype(np.int64)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
