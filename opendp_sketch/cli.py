@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
@@ -138,7 +140,7 @@ def _load_schema(path: str) -> tuple[list[str], list[float], list[float]]:
         raise ValueError(f'{path}: the schema must be {{"columns": {{"name": [lower, upper], ...}}}}')
     names, lo, hi = [], [], []
     for name, b in cols.items():
-        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) for v in b)):
+        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in b)):
             raise ValueError(f"{path}: column {name!r} needs public bounds [lower, upper]")
         names.append(str(name))
         lo.append(float(b[0]))
@@ -172,6 +174,10 @@ def _release(args: argparse.Namespace) -> int:
 
     dp.enable_features("contrib", "honest-but-curious")
     names, lo, hi = _load_schema(args.schema)
+    out = Path(args.out)
+    # checked before the release: a sketch that cannot be saved would spend the budget for nothing
+    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        raise ValueError(f"--out {args.out}: cannot write a file there (a directory, or a missing or read-only folder)")
     fm = _feature_map(args, lo, hi)
     t0 = time.perf_counter()
     print(f"releasing {args.map} sketch of {args.data} (columns {names}) ...", file=sys.stderr)

@@ -655,7 +655,6 @@ def test_cli_query_on_bad_input(cli_dir, query, file, case_log):
     assert code in (0, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py releases before checking that --out is writable (reported)")
 @pytest.mark.parametrize("target", ["missing_dir/out.sketch", "."])
 def test_cli_unwritable_out_is_refused_before_release(cli_dir, target):
     code, _ = run_cli(["release", str(cli_dir / "ok.csv"), "--schema", str(cli_dir / "ok.json"), "--out",

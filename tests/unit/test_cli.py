@@ -93,6 +93,7 @@ def test_release_rff_and_query_a_density(table, capsys):
         ({"columns": {"age": [18, 90], "zip": [0, 1]}}, [], "columns ['zip'] are not in the data"),
         ({"columns": {"age": [18, 90], "city": [0, 1]}}, [], "columns ['city'] must be numeric"),
         ({"columns": {"age": [18]}}, [], "column 'age' needs public bounds"),
+        ({"columns": {"age": [False, True]}}, [], "column 'age' needs public bounds"),
         ({"cols": {}}, [], "the schema must be"),
         ({"columns": {"age": [18, 90], "income": [0, 200000]}}, ["--epsilon", "-1"], "epsilon"),
     ],
