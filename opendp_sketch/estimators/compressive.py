@@ -398,7 +398,7 @@ class _CompressiveMixture:
         lo, hi = _check_box(self.bounds, sketch, self._who)
         d = lo.shape[0]
         per_atom = d * (2 if self._gaussian else 1) + 1
-        M = atoms.W.shape[1]
+        M = atoms.W.shape[1] * (2 if atoms.pair else 1)  # real measurements
         if M < k * per_atom:
             raise ValueError(
                 f"k = {k} needs at least {k * per_atom} sketch features ({per_atom} unknowns per "
