@@ -6,6 +6,8 @@ from .distance import L1Distance, SquaredL2Distance
 from .kde import KDE
 from .learn import LinearRegression, LogisticRegression
 from .m2m import M2M
+from .pca import CompressivePCA, compressive_pca
+from .race_regression import RACELinearRegression
 from .smooth import SmoothKDE, SmoothKernelPlan, release_smooth_sketches, smooth_kernel_terms
 
 __all__ = [
@@ -25,4 +27,7 @@ __all__ = [
     "CompressiveGMM",
     "compressive_kmeans",
     "compressive_feature_map",
+    "CompressivePCA",
+    "compressive_pca",
+    "RACELinearRegression",
 ]
