@@ -3,7 +3,8 @@
 Setting (full mode): a Gaussian mixture as in the compressive k-means experiments — k = 10
 centres ~ N(0, (2.5·k^{1/d})² I_d), unit covariance, d = 10, n = 10^6 rows
 (``np.random.default_rng(DATA_SEED)``), public box [-12, 12]^d (from the generating law, not the
-data); RFF with m = 1000 features (m' = 500 frequencies), Gaussian kernel, bandwidth 3.
+data); RFF with m = 2000 features (m' = 1000 = 10kd frequencies, the compressive k-means size),
+Gaussian kernel, bandwidth 3 (= ``dps.compressive_feature_map``'s box rule, mean width / 8).
 
 Maps, all with the same frequencies: the baseline ``dps.RFF`` and
 ``SubsampledRFF(r)`` for r ∈ {1, m'/10, m'} (r = m' is no subsampling: the same integers as
@@ -40,7 +41,7 @@ import _common as C  # noqa: E402
 
 NAME = "bench_subsampling"
 DATA_SEED = 20240706
-FULL = {"n": 1_000_000, "m": 1000, "d": 10, "k": 10, "bandwidth": 3.0, "box": 12.0, "eps": 1.0, "delta": 1e-6}
+FULL = {"n": 1_000_000, "m": 2000, "d": 10, "k": 10, "bandwidth": 3.0, "box": 12.0, "eps": 1.0, "delta": 1e-6}
 QUICK = {"n": 20_000, "m": 200, "d": 10, "k": 10, "bandwidth": 3.0, "box": 12.0, "eps": 1.0, "delta": 1e-6}
 
 

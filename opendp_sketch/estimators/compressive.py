@@ -145,14 +145,29 @@ class _CLOMPR:
             s_fix = np.minimum(s_fix, (hi - lo) / 2)
             self.smoother = _CLOMPR(z, atoms, lo, hi, True, (s_fix, s_fix))
 
+    def coarse(self, keep: int) -> _CLOMPR:
+        """The same problem on the ``keep`` lowest-norm frequencies: a wider kernel, smoother
+        correlations, for a first solution that the full problem then refines."""
+        at = self.at
+        F = at.W.shape[1]
+        idx = np.sort(np.argsort(at.W2.sum(axis=0))[:keep])
+        z = np.concatenate([self.z[:F][idx], self.z[F:][idx]]) if at.pair else self.z[idx]
+        sub = _Atoms(W=at.W[:, idx], W2=at.W2[:, idx], offset=at.offset[idx], amp=at.amp, pair=at.pair)
+        dec = _CLOMPR(z, sub, self.lo, self.hi, self.gaussian, None if self.s_lo is None else (self.s_lo, self.s_hi))
+        dec.cloud = self.cloud
+        return dec
+
     def fit_cloud(self) -> None:
         """Fit one diagonal Gaussian to the whole sketch: where the data are, and how spread.
 
         Started at the box centre with a wide spread, the one-atom objective is smooth (the
-        wide atom only sees the low frequencies), so a local optimiser finds it reliably.
+        wide atom only sees the low frequencies), so a local optimiser finds it reliably. The
+        spread is kept at least the kernel's own scale ``1/rms(ω_d)``: a narrower blob would fit
+        one cluster's high frequencies instead of the whole cloud.
         """
         width = self.hi - self.lo
-        one = _CLOMPR(self.z, self.at, self.lo, self.hi, True, (width * 1e-3, width / 2))
+        s_min = np.minimum(1.0 / np.sqrt(np.maximum(self.at.W2.mean(axis=1), 1e-300)), width / 4)
+        one = _CLOMPR(self.z, self.at, self.lo, self.hi, True, (s_min, width / 2))
         x0 = np.concatenate([(self.lo + self.hi) / 2, width / 4])
         x, _ = one._refine(x0, one._nnls(x0, 1), 1, 500)
         self.cloud = (x[: self.d], x[self.d :])
@@ -415,9 +430,17 @@ class _CompressiveMixture:
         # small dense products: threads only add overhead, and the result must not depend on them
         with threadpool_limits(limits=1):
             dec.fit_cloud()
+            F = atoms.W.shape[1]
+            keep = min(F, max(F // 4, k * per_atom))
             for restart in range(self.n_restarts):
                 rng = np.random.default_rng([self.seed, restart])
-                x, alpha = dec.run(k, rng, s0, self.max_iter, smooth=restart % 2 == 1)
+                # restarts rotate three searches (see the module docs): direct, coarse-to-fine
+                # on the lowest frequencies first, and blob continuation of each atom search
+                if restart % 3 == 1 and keep < F:
+                    x, alpha = dec.coarse(keep).run(k, rng, s0, self.max_iter, smooth=False)
+                    x, alpha = dec._refine(x, alpha, k, self.max_iter)
+                else:
+                    x, alpha = dec.run(k, rng, s0, self.max_iter, smooth=restart % 3 == 2)
                 res = dec.residual(x, alpha, k)
                 if best is None or res < best[0]:
                     best = (res, x, alpha)
