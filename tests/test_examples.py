@@ -17,6 +17,7 @@ pytest.importorskip("matplotlib", reason="the examples plot with matplotlib (pip
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = {
     "ckm_fig1_kmeans": ["method", "epsilon", "relative_sse_median", "relative_sse_worst", "trials"],
+    "race_regression": ["noise", "epsilon", "test_mse", "mse_ratio", "releases"],
     "m2m_fig3_statistics": ["dataset", "sketch", "epsilon", "mean_mre", "moment2_mre", "cdf_emd", "releases"],
     "m2m_fig4_logistic": ["sketch", "epsilon", "auc_mean", "auc_min", "auc_max", "releases"],
     "race_fig2_kde": ["dataset", "sketch", "epsilon", "l2_error", "mean_relative_error", "releases"],
