@@ -34,6 +34,7 @@ import scipy.optimize
 import scipy.special
 from threadpoolctl import threadpool_limits
 
+from .._bounds import check_bounds
 from ..features.base import FeatureMap
 from ..features.rff import RFF, QuantizedRFF
 from ..sketch import Sketch
@@ -98,13 +99,7 @@ def _check_box(bounds: Any, sketch: Sketch, who: str) -> tuple[np.ndarray, np.nd
         if sketch.bounds is None:
             raise ValueError(f"{who} needs bounds=(lower, upper): the sketch does not record its box")
         bounds = sketch.bounds
-    try:
-        lo, hi = (np.broadcast_to(np.asarray(b, dtype=np.float64), (d,)).copy() for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"bounds must be (lower, upper), each a number or {d} numbers") from None
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
-        raise ValueError("bounds must be finite with lower < upper in every column")
-    return lo, hi
+    return check_bounds(bounds, d)
 
 
 def _check_k(k: Any, name: str) -> int:
@@ -240,9 +235,11 @@ class _CLOMPR:
         score = self._inner(E, r) / np.sqrt(np.maximum(self._sq_norms(E), 1e-300))
         best, best_x = math.inf, None
         for i in np.argsort(-score)[:_STARTS]:
-            x = search._ascend(search._pack(cand[i : i + 1], s_start[None, :]), r) if smooth else cand[i]
+            x = cand[i]
+            if smooth:
+                x = search._ascend(search._pack(cand[i : i + 1], s_start[None, :]), r)
             if not self.gaussian:
-                x = self._ascend(x[: self.d] if smooth else cand[i], r)
+                x = self._ascend(x[: self.d], r)
             fun = self._correlation(x, r)[0]
             if fun < best:
                 best, best_x = fun, x
