@@ -72,7 +72,7 @@ from .measurements import (
     then_private_sketch,
 )
 from .planning import SketchSizePlan, noise_to_signal, suggest_sketch_size
-from .postprocessors import _make_m2m_in_context, make_m2m, then_m2m
+from .postprocessors import FailedEstimate, _make_m2m_in_context, make_m2m, then_m2m
 from .projections import JLProjection, make_jl_projection, then_jl_projection
 from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
 from .sketch import Sketch, SketchFormatError
@@ -142,6 +142,7 @@ __all__ = [
     "compressive_pca",
     "RACELinearRegression",
     "make_m2m",
+    "FailedEstimate",
     "then_m2m",
     "dask_box_domain",
     "DaskBoxDomain",

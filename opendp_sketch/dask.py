@@ -114,9 +114,11 @@ def dask_box_domain(
     Members are a ``dask.array.Array`` with ``ndim == 2`` and ``d`` columns of a numeric dtype, or
     a ``dask.dataframe.DataFrame`` holding the numeric columns ``column_names``. Values may lie
     outside ``bounds``: the transformations clip them into the box, row by row. Membership is
-    checked on the collection's structure only (values stay on the cluster); NaN (unless
-    ``nan=True``) or ``±inf`` (if ``inf=False``) make data a non-member, which the feature sum
-    detects in its single pass and refuses before any noise is drawn.
+    checked on the collection's structure only (values stay on the cluster). ``nan`` and
+    ``inf`` state which values the curator's data may hold: :func:`release_dask_sketch` finds
+    NaN (without ``impute``) and ``±inf`` in its single pass and refuses them on the client
+    before the noise is drawn. The transformations never raise on values: a NaN without
+    ``impute`` reads as the lower bound and ``±inf`` are clipped, within the stated sensitivity.
 
     :param bounds: public ``(lower, upper)``, scalars or one value per column
     :param num_columns: ``d`` (needed only when both bounds are scalars and no names are given)
@@ -175,12 +177,12 @@ def _dask_descriptor(domain: dp.Domain) -> DaskBoxDomain:
 
 # -- per-partition work (runs on the workers) -------------------------------------------------
 
-def _partition_stats(block: Any, config: tuple) -> tuple[list[int] | None, int, bool, bool]:
+def _partition_stats(block: Any, config: tuple) -> tuple[list[int], int, bool, bool]:
     """``(Σ q(x) as Python ints, rows, has NaN, has ±inf)`` of one partition.
 
     Imputes, then clips into the box inside ``fixed_sum`` (``fmin(fmax(x, lo), hi)``, the rule of
-    :func:`~opendp_sketch.make_box_clip`). A partition with NaN and no imputation skips the sum:
-    the client refuses the data anyway.
+    :func:`~opendp_sketch.make_box_clip`: a NaN left without imputation goes to the lower bound).
+    The flags are for the client's refusal in :func:`release_dask_sketch`; they never stop the sum.
     """
     feature_map, lo, hi, fill, n_jobs = config
     if not isinstance(block, np.ndarray):  # a pandas partition of a Dask DataFrame
@@ -188,9 +190,7 @@ def _partition_stats(block: Any, config: tuple) -> tuple[list[int] | None, int, 
     x = np.asarray(block, dtype=np.float64)
     isnan = np.isnan(x)
     has_nan = bool(isnan.any())
-    if has_nan and fill is None:
-        return None, x.shape[0], True, bool(np.isinf(x).any())
-    if has_nan:
+    if has_nan and fill is not None:
         x = np.where(isnan, fill, x)
     has_inf = bool(np.isinf(x).any())
     return feature_map.fixed_sum(x, clip=(lo, hi), n_jobs=n_jobs), x.shape[0], has_nan, has_inf
@@ -206,9 +206,18 @@ def _partitions(data: Any, desc: DaskBoxDomain) -> list[Any]:
 
 
 def _sum_and_count(
-    data: Any, desc: DaskBoxDomain, feature_map: FeatureMap, fill: np.ndarray | None, n_jobs: int | None
+    data: Any,
+    desc: DaskBoxDomain,
+    feature_map: FeatureMap,
+    fill: np.ndarray | None,
+    n_jobs: int | None,
+    found: dict[str, bool] | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Run the partition tasks on the current Dask scheduler and combine exactly on the client."""
+    """Run the partition tasks on the current Dask scheduler and combine exactly on the client.
+
+    Never raises on values. ``found``, when given, receives whether NaN and ±inf occurred (for
+    the curator's refusal in :func:`release_dask_sketch`; never part of a release).
+    """
     import dask
 
     lo, hi = desc.bounds
@@ -216,11 +225,9 @@ def _sum_and_count(
     config = dask.delayed((feature_map, lo, hi, fill, n_jobs), traverse=False)
     task = dask.delayed(_partition_stats, pure=True)
     results = dask.compute(*[task(block, config) for block in _partitions(data, desc)])
-    if any(r[2] for r in results) and fill is None:
-        # NaN is outside the input domain: refuse before any noise is drawn or budget spent
-        raise ValueError(_NAN_REFUSED)
-    if not desc.inf and any(r[3] for r in results):
-        raise ValueError(_INF_REFUSED)
+    if found is not None:
+        found["nan"] = any(r[2] for r in results)
+        found["inf"] = any(r[3] for r in results)
     acc = Accumulator(feature_map.num_features)
     for part, _, _, _ in results:
         acc.add_exact(part)
@@ -421,6 +428,27 @@ def make_private_dask_sketch(
     """
     dp.assert_features("contrib", "honest-but-curious")
     mechanism = _mechanism_of(output_measure)
+    p = 1 if mechanism == "laplace" else 2
+    pair = _dask_sources(input_domain, input_metric, feature_map, p, impute, n_jobs)[0]
+    return pair >> _make_noisy_pair(input_domain, input_metric, output_measure, feature_map, scale, count_fraction, impute, n_jobs)
+
+
+then_private_dask_sketch = to_then(make_private_dask_sketch)
+
+
+def _make_noisy_pair(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    scale: float,
+    count_fraction: float,
+    impute: Any,
+    n_jobs: int | None,
+) -> dp.Measurement:
+    """The noise half of :func:`make_private_dask_sketch`: from the exact ``(sum, count)`` pair to
+    a :class:`~opendp_sketch.Sketch` (the pair is 1-stable, so the privacy map is the same)."""
+    mechanism = _mechanism_of(output_measure)
     desc = _dask_descriptor(input_domain)
     p = 1 if mechanism == "laplace" else 2
     pair, t_sum, t_count = _dask_sources(input_domain, input_metric, feature_map, p, impute, n_jobs)
@@ -437,13 +465,9 @@ def make_private_dask_sketch(
     else:
         noise = dp.m.then_laplace if mechanism == "laplace" else dp.m.then_gaussian
         noisy = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
-    composed = pair >> noisy
     bounds = (list(desc.lower), list(desc.upper))
     names = None if desc.column_names is None else list(desc.column_names)
-    return _finish_sketch(composed, feature_map, mechanism, int_scale, count_scale, count_fraction, bounds, names)
-
-
-then_private_dask_sketch = to_then(make_private_dask_sketch)
+    return _finish_sketch(noisy, feature_map, mechanism, int_scale, count_scale, count_fraction, bounds, names)
 
 
 # -- one-call release -------------------------------------------------------------------------
@@ -533,17 +557,21 @@ def release_dask_sketch(
     names = _check_collection(data, d, column_names)
     lo, hi = _full_bounds(bounds, feature_map)
     domain = dask_box_domain((lo, hi), num_columns=d, column_names=names, nan=impute is not None, inf=False)
+    fill = _check_impute(impute, domain.descriptor, domain)
 
     def build(scale: float) -> dp.Measurement:
-        return make_private_dask_sketch(
+        return _make_noisy_pair(
             domain, dp.symmetric_distance(), measure, feature_map, scale, count_fraction, impute, n_jobs
         )
 
-    try:
-        return _search_and_release(build, data, feature_map, budget, d_out, contributions, delta)
-    except dp.OpenDPException as e:
-        # OpenDP wraps errors of user functions; show a refusal as the plain ValueError it is
-        for refusal in (_NAN_REFUSED, _INF_REFUSED):
-            if refusal in str(e):
-                raise ValueError(refusal) from None
-        raise
+    build(1.0)  # every parameter checked before the pass over the data
+    # one pass: the exact pair, and whether the data holds values the curator must clean first
+    found: dict[str, bool] = {}
+    portable = feature_map_from_dict(feature_map.to_dict())
+    pair = _sum_and_count(data, domain.descriptor, portable, fill, n_jobs, found)
+    if found["nan"] and fill is None:
+        raise ValueError(_NAN_REFUSED)
+    if found["inf"]:
+        raise ValueError(_INF_REFUSED)
+    # the noise measurement on the pair (1-stable in the rows) is the release's only noise
+    return _search_and_release(build, pair, feature_map, budget, d_out, contributions, delta)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import opendp.prelude as dp
@@ -20,7 +21,20 @@ import opendp.prelude as dp
 from .estimators.m2m import M2M, Prior, check_options
 from .sketch import Sketch
 
-__all__ = ["make_m2m", "then_m2m"]
+__all__ = ["make_m2m", "then_m2m", "FailedEstimate"]
+
+
+@dataclass(frozen=True)
+class FailedEstimate:
+    """What a chained post-processor releases when the sketch cannot support the estimate (e.g.
+    a noisy count ≤ 0): falsy, with the reason. The release was charged like any other; the
+    reason is a function of the released sketch only, so showing it costs nothing more.
+    """
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
 
 _QUERIES = ("mean", "moment", "covariance", "cdf", "quantile", "expect", "count", "weighted_frame")
 
@@ -50,8 +64,8 @@ def make_m2m(
     :param discrete: as for :class:`M2M`
     :raises ValueError: for an unknown query name or bad options (checked here, before any
         release). Problems only the released sketch can reveal (a noisy count ≤ 0, a column
-        name it lacks) do not raise — the release is spent either way — but give ``None`` and a
-        warning.
+        name it lacks) neither raise nor warn — the release is spent either way — but give a
+        falsy :class:`FailedEstimate` holding the reason.
 
     :example:
 
@@ -79,13 +93,15 @@ def _estimate(query: str | None, query_args: Sequence[Any], options: dict[str, A
     check_options(options["n_samples"], options["seed"], options["lam"])
 
     def estimate(sketch: Sketch) -> Any:
-        # runs after the noise is drawn: it must not raise, or a failed query would go uncharged
-        try:
-            est = M2M(sketch, **options)
-            return est if query is None else getattr(est, query)(*tuple(query_args))
-        except Exception as e:  # noqa: BLE001 - any failure becomes None plus a warning
-            warnings.warn(f"the M2M estimate could not be computed from this release: {e}", stacklevel=2)
-            return None
+        # runs after the noise is drawn: it must neither raise nor warn (under ``-W error`` a
+        # warning raises), or a failed query would go uncharged — a free, repeatable oracle
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                est = M2M(sketch, **options)
+                return est if query is None else getattr(est, query)(*tuple(query_args))
+            except Exception as e:  # noqa: BLE001 - any failure becomes a flagged result
+                return FailedEstimate(f"{type(e).__name__}: {e}")
 
     return estimate
 

@@ -62,10 +62,13 @@ class FrameBoxDomain:
 def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = None) -> dp.Domain:
     """Domain of Polars ``LazyFrame``/``DataFrame`` values with the named numeric columns.
 
-    Values outside the public box are members (the transformations clamp them, row by row);
-    null/NaN values are members only when public ``impute`` values (one per column, or one for
-    all) are given, and are read as those values. Membership is checked on the schema; values
-    are checked while streaming.
+    Every frame holding the named numeric columns is a member, whatever its values: the
+    transformations clamp values into the public box, row by row, and read null/NaN as the
+    public ``impute`` values (one per column, or one for all) or, without them, as the lower
+    bound. So no value can make a transformation on this domain raise — inside a
+    ``dp.Context`` a data-dependent error would be an uncharged, repeatable oracle.
+    :func:`~opendp_sketch.release_sketch` still refuses null/NaN without ``impute`` on the
+    curator's side, before building anything. Membership is checked on the schema only.
 
     :example:
 
@@ -73,6 +76,8 @@ def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = Non
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> dom = dps.frame_box_domain(bounds=(0.0, 1.0), column_names=["a", "b"])
     >>> dom.member(pl.LazyFrame({"a": [0.5], "b": [2.0], "c": ["x"]}))
+    True
+    >>> dom.member(pl.LazyFrame({"a": [None, 0.5], "b": [0.1, float("nan")]}))
     True
     >>> dom.member(pl.LazyFrame({"a": ["text"], "b": [0.1]}))
     False
@@ -230,12 +235,12 @@ def make_frame_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp
 
 
 def _fill(X: np.ndarray, fill: np.ndarray | None) -> np.ndarray:
+    """Null/NaN (nulls arrive as NaN) become the public ``fill``; without it they stay NaN, which
+    the per-chunk clip sends to the lower bound. Never raises; ±inf are clamped like any value."""
+    if fill is None:
+        return X
     bad = np.isnan(X)
-    if bad.any():
-        if fill is None:  # not a member of a nan=False domain; release_sketch checks before releasing
-            raise ValueError("the data contains null or NaN values; pass impute=<public value(s)>")
-        X = np.where(bad, fill, X)
-    return X  # ±inf are clamped into the box like any other value
+    return np.where(bad, fill, X) if bad.any() else X
 
 
 def bad_value_counts(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
@@ -286,28 +291,40 @@ def release_sketch_in_context(
     context: Any,
     feature_map: FeatureMap,
     bounds: Any,
-    column_names: Sequence[str],
+    column_names: Sequence[str] | None = None,
     *,
     loss: Any = None,
     impute: Any = None,
     count_fraction: float | None = None,
 ) -> Any:
-    """Release a sketch from a ``dp.Context`` opened on a Polars ``LazyFrame``, against the same
-    budget as OpenDP's own Polars queries (``context.query().select(...)``).
+    """Release a sketch from a ``dp.Context`` against the same budget as the context's other
+    queries (e.g. OpenDP's own Polars queries ``context.query().select(...)``).
 
-    The noise scale is the smallest OpenDP certifies for ``loss`` (default: the context's next
-    share from ``split_evenly_over``/``split_by_weights``); pure-ε contexts use discrete Laplace,
-    zCDP contexts discrete Gaussian.
+    The context may be opened on a Polars ``LazyFrame`` (``column_names`` picks the columns) or
+    on a numpy array (``dp.numpy.array2_domain``). The noise scale is the smallest OpenDP
+    certifies for ``loss`` (default: the context's next share from
+    ``split_evenly_over``/``split_by_weights``); pure-ε contexts use discrete Laplace, zCDP
+    contexts discrete Gaussian. The sketch records the loss at the context's privacy unit
+    (its ``d_in``), which is what the context charged.
+
+    Nothing in the released function raises on data: null/NaN read as ``impute`` (or the lower
+    bound) and values outside ``bounds`` are clipped, so every query is charged.
 
     :raises ValueError: for a context on other data, missing or non-numeric columns, or no loss
     """
     from .measurements import DEFAULT_COUNT_FRACTION, _full_bounds, then_private_sketch
+    from .transformations import make_box_clip
 
     accountant = context.accountant
     lo, hi = _full_bounds(bounds, feature_map)
-    if len(column_names) != feature_map.input_dim:
-        raise ValueError(f"{len(column_names)} columns given but the feature map expects {feature_map.input_dim}")
-    source = make_lazyframe_to_frame_box(accountant.input_domain, accountant.input_metric, (lo, hi), column_names, impute)
+    domain, metric = accountant.input_domain, accountant.input_metric
+    if type(domain).__name__ == "LazyFrameDomain":
+        if column_names is None or len(column_names) != feature_map.input_dim:
+            got = None if column_names is None else len(column_names)
+            raise ValueError(f"column_names: {got} columns given but the feature map expects {feature_map.input_dim}")
+        source = make_lazyframe_to_frame_box(domain, metric, (lo, hi), column_names, impute)
+    else:
+        source = make_box_clip(domain, metric, (lo, hi), impute=impute, column_names=column_names)
     if loss is None:
         mids = getattr(context, "d_mids", None)
         if not mids:
@@ -320,4 +337,6 @@ def release_sketch_in_context(
     meas = dp.binary_search_chain(
         lambda s: source >> then_private_sketch(measure, feature_map, s, fraction), d_in=context.d_in, d_out=loss
     )
-    return context(meas)
+    sketch = context(meas)
+    sketch.privacy = {**sketch.privacy, "d_in": context.d_in, "loss": meas.map(context.d_in)}
+    return sketch

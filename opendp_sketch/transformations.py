@@ -87,9 +87,11 @@ def make_box_clip(
     """Clip each column into the public box; optionally replace NaN by a public constant.
 
     A row-wise map, so 1-stable under the symmetric distance. ``±inf`` clip to the bounds.
-    Without ``impute`` the input domain must exclude NaN (``array2_domain(nan=False)``); data
-    containing NaN is then outside the domain and is refused by :func:`release_sketch` before
-    any release.
+    Without ``impute`` the input domain must exclude NaN (``array2_domain(nan=False)``);
+    :func:`release_sketch` refuses data containing NaN on the curator's side, before building
+    anything. The function itself never raises on data: should a NaN reach it anyway (data
+    outside the declared domain, e.g. in a ``dp.Context``), it becomes the public lower bound,
+    like any other row-wise value, so the stability ``d_in`` still holds.
 
     :param input_domain: ``dp.numpy.array2_domain(num_columns=d, T=float)``
     :param input_metric: ``dp.symmetric_distance()``
@@ -103,8 +105,8 @@ def make_box_clip(
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> t = dps.make_box_clip(dp.numpy.array2_domain(num_columns=2, T=float, nan=False),
     ...                       dp.symmetric_distance(), bounds=(0.0, 1.0))
-    >>> t(np.array([[-3.0, 0.5], [np.inf, 2.0]])).tolist()
-    [[0.0, 0.5], [1.0, 1.0]]
+    >>> t(np.array([[-3.0, 0.5], [np.inf, 2.0], [np.nan, 0.25]])).tolist()
+    [[0.0, 0.5], [1.0, 1.0], [0.0, 0.25]]
     >>> t.map(1)
     1
     """
@@ -126,12 +128,11 @@ def make_box_clip(
     output_domain = box_domain((lo, hi), column_names=column_names)
 
     def function(x: np.ndarray) -> np.ndarray:
+        # never raises on data (a raised query is not charged: a free oracle); without impute a
+        # NaN, outside the declared domain, goes to the public lower bound (fmax ignores NaN)
         x = np.asarray(x, dtype=np.float64)
         if fill is not None:
             x = np.where(np.isnan(x), fill, x)
-        elif np.isnan(x).any():
-            # NaN is outside the input domain: refuse before any noise is drawn or budget spent
-            raise ValueError("data contains NaN; clean it or pass impute=<public value>")
         return np.fmin(np.fmax(x, lo), hi)
 
     return dp.t.make_user_transformation(

@@ -146,19 +146,22 @@ def test_box_clip_then_private_sketch(hist2d):
     assert np.all(np.abs(sk.sum_units[[1, 2, 3, 4, 5, 6]]) < 60)
 
 
-def test_context_refuses_nan_data_without_spending(hist2d):
-    """DESIGN: NaN/inf are refused with a clear error and a refused call spends no budget.
+def test_context_nan_data_is_released_and_charged(hist2d):
+    """A query that raised would not be charged: a free, repeatable oracle (issue 13, finding 3).
 
-    The Context path declares ``nan=False`` but ``box_clip`` silently maps NaN to the lower bound
-    and the release goes through.
+    The Context declares ``nan=False``, but a NaN actually in the data must not make the query
+    fail: ``box_clip`` maps it to the public lower bound, the release goes through, and the
+    budget is spent exactly once.
     """
     X = np.full((50, 2), 0.5)
     X[7, 0] = np.nan
     dom = dp.numpy.array2_domain(num_columns=2, T=float, nan=False)
     ctx = _compositor(X, dp.loss_of(epsilon=1.0), dom)
-    with pytest.raises((ValueError, dp.OpenDPException)):
-        ctx.query(epsilon=0.3).box_clip(BOX).private_sketch(hist2d).release()
-    assert ctx.current_privacy_loss() == 0.0
+    sk = ctx.query(epsilon=0.3).box_clip(BOX).private_sketch(hist2d).release()
+    assert isinstance(sk, dps.Sketch)
+    assert ctx.current_privacy_loss() == pytest.approx(0.3)
+    clip = dps.make_box_clip(dom, dp.symmetric_distance(), BOX)
+    assert clip(X)[7].tolist() == [0.0, 0.5]  # NaN -> the public lower bound
 
 
 # (f) feature_sum with OpenDP's own noise --------------------------------------------------------

@@ -174,15 +174,19 @@ def test_nan_in_one_partition_is_refused_before_release(rng, secret, spy_release
     with pytest.raises(ValueError, match="infinite") as err:
         dsk.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, rho=0.5)
     assert str(secret) not in str(err.value) and spy_release == []
-    # the measurement itself refuses NaN too (a non-member), before the noise; OpenDP wraps the error
-    m = dsk.make_private_dask_sketch(dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(),
-                                     dp.max_divergence(), fm, 1.0)
-    X[57, 1] = np.nan
-    with pytest.raises(dp.OpenDPException, match="NaN"):
-        m(da.from_array(X, chunks=(25, D)))
+    # the measurement itself never raises on values (an uncharged error would be an oracle):
+    # NaN reads as the lower bound and inf is clipped, exactly as the in-memory clip does
+    dom = dsk.dask_box_domain(BOX, num_columns=D)
+    t = dsk.make_dask_feature_sum(dom, dp.symmetric_distance(), fm)
+    X[57, 1], X[3, 0] = np.nan, -np.inf
+    lo, hi = np.broadcast_to(BOX[0], (D,)), np.broadcast_to(BOX[1], (D,))
+    expected = fm.fixed_sum(np.fmin(np.fmax(X, lo), hi))
+    assert np.array_equal(t(da.from_array(X, chunks=(25, D))), expected)
+    m = dsk.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
     assert spy_release == []
+    m(da.from_array(X, chunks=(25, D)))
     dsk.release_dask_sketch(da.from_array(np.zeros((100, D)), chunks=(25, D)), fm, BOX, epsilon=1.0)
-    assert spy_release == [1]  # the spy sees a release
+    assert spy_release == [1, 1]  # the spy sees both releases
 
 
 def test_bad_structure_refused(rng, secret, spy_release):
