@@ -30,6 +30,7 @@ from .features.race import RACE
 from .features.rff import RFF
 
 __all__ = [
+    "assert_within_sensitivity",
     "SensitivityCheck",
     "RowNorms",
     "resolve_bounds",
@@ -264,6 +265,27 @@ def _exact_norm(diff: Sequence[int], p: Literal[1, 2]) -> int:
 
 def _within(norm: int, stated: float, p: Literal[1, 2]) -> bool:
     return Fraction(norm) <= (Fraction(stated) if p == 1 else Fraction(stated) ** 2)
+
+
+def assert_within_sensitivity(feature_map: FeatureMap, sum_a: Sequence[Any], sum_b: Sequence[Any], p: Literal[1, 2]) -> int:
+    """Assert two exact integer sums (``Σq``, e.g. a release path's sums on neighbouring datasets)
+    differ by at most ``feature_map.int_sensitivity(p)``; compared exactly (``Fraction``).
+
+    :return: ``‖Δ‖₁`` for ``p=1``, ``‖Δ‖₂²`` for ``p=2``
+    :raises AssertionError: if the difference exceeds the stated sensitivity
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=2)
+    >>> a, b = fm.fixed_sum(np.zeros((3, 2))), fm.fixed_sum(np.zeros((4, 2)))
+    >>> assert_within_sensitivity(fm, a, b, p=1)
+    2
+    """
+    norm = _exact_norm([int(x) - int(y) for x, y in zip(sum_a, sum_b, strict=True)], p)
+    stated = feature_map.int_sensitivity(p)
+    if not _within(norm, stated, p):
+        raise AssertionError(f"{feature_map!r}: the sums differ by {norm} (p={p}), above int_sensitivity({p}) = {stated}")
+    return norm
 
 
 def check_neighbour_sensitivity(
