@@ -2,13 +2,19 @@
 
 The ledger is the durable half of a :class:`~opendp_sketch.session.Session`. It stores
 
-* ``datasets``: the total budget of each dataset and the budget spent so far, as **exact**
-  fractions (sums of the IEEE doubles OpenDP reported, in :class:`fractions.Fraction` arithmetic);
+* ``datasets``: the total budget of each dataset, its privacy unit (``contributions``), and a
+  cache of the budget spent so far as **exact** fractions;
 * ``releases``: one row per release (kind, time, ``d_in``, loss, a summary, the released value
-  when it is small and JSON-serialisable);
+  when it is small and JSON-serialisable), each carrying a SHA-256 **hash chained** to the
+  previous release of its dataset (and, with a curator's key, an HMAC-SHA256 signature);
 * ``sketches``: released sketches as the bytes of :meth:`~opendp_sketch.Sketch.save` (a zip of
-  JSON and integer arrays, never pickle);
+  JSON and integer arrays, never pickle), bound to their release row by a SHA-256 digest;
 * ``postprocessing``: a log of analyses read from released sketches (they cost nothing).
+
+The spent budget is always **recomputed from the chained release rows**; the stored total is
+only a cache that must agree. Any edited, deleted, reordered or replayed row, an edited budget or
+unit, or a stored total that disagrees makes :meth:`Ledger.dataset` raise :class:`LedgerError`
+naming the problem and the row, and :func:`verify_ledger` report it.
 
 Writers serialise on SQLite's write lock: :meth:`Ledger.transaction` is ``BEGIN IMMEDIATE`` …
 ``COMMIT``, so *read remaining budget → release → record* is atomic across processes. The file is
@@ -19,8 +25,11 @@ uncommitted one is rolled back when the file is next opened. See ``docs/sessions
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import math
 import os
+import pathlib
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -28,6 +37,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+
+from .signing import check_key, sign, signature_matches
 
 __all__ = [
     "Ledger",
@@ -44,7 +55,9 @@ BUDGET_KINDS = ("epsilon", "epsilon_delta", "rho")
 #: seconds a writer waits for another process's release before giving up
 DEFAULT_TIMEOUT = 600.0
 _FORMAT = "opendp_sketch.ledger"
-_VERSION = "1"
+_VERSION = "2"
+#: first element of every hashed record: a new encoding gets a new tag
+_CHAIN_TAG = "opendp_sketch.ledger/2"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,7 +68,11 @@ CREATE TABLE IF NOT EXISTS datasets (
     total_delta REAL NOT NULL CHECK (total_delta >= 0 AND total_delta < 1),
     spent_loss TEXT NOT NULL,
     spent_delta TEXT NOT NULL,
-    created TEXT NOT NULL
+    created TEXT NOT NULL,
+    unit INTEGER NOT NULL DEFAULT 1 CHECK (unit >= 1),
+    signed INTEGER NOT NULL DEFAULT 0,
+    head TEXT NOT NULL DEFAULT '',
+    mac TEXT
 );
 CREATE TABLE IF NOT EXISTS releases (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -67,7 +84,12 @@ CREATE TABLE IF NOT EXISTS releases (
     delta REAL NOT NULL CHECK (delta >= 0),
     summary TEXT NOT NULL,
     description TEXT,
-    result TEXT
+    result TEXT,
+    seq INTEGER,
+    prev_hash TEXT,
+    hash TEXT,
+    mac TEXT,
+    sketch_sha256 TEXT
 );
 CREATE TABLE IF NOT EXISTS sketches (
     release_id INTEGER PRIMARY KEY REFERENCES releases(id),
@@ -85,12 +107,30 @@ CREATE TABLE IF NOT EXISTS postprocessing (
 CREATE INDEX IF NOT EXISTS releases_by_dataset ON releases(dataset_id);
 """
 
+#: columns a version-1 ledger lacks, in the order of the schema above
+_V2_COLUMNS = {
+    "datasets": [
+        "unit INTEGER NOT NULL DEFAULT 1 CHECK (unit >= 1)",
+        "signed INTEGER NOT NULL DEFAULT 0",
+        "head TEXT NOT NULL DEFAULT ''",
+        "mac TEXT",
+    ],
+    "releases": ["seq INTEGER", "prev_hash TEXT", "hash TEXT", "mac TEXT", "sketch_sha256 TEXT"],
+}
+_DATASET_COLUMNS = (
+    "dataset_id, budget, total_loss, total_delta, spent_loss, spent_delta, created, unit, signed, head, mac"
+)
+_RELEASE_COLUMNS = (
+    "id, seq, prev_hash, hash, mac, kind, created, d_in, loss, delta, summary, description, result, sketch_sha256"
+)
+
 #: a loss as exact fractions: ``(ε or ρ, δ)``; δ is 0 unless the budget is (ε, δ)
 Loss = tuple[Fraction, Fraction]
 
 
 class LedgerError(ValueError):
-    """The ledger file is not an opendp_sketch ledger, or a dataset's record contradicts a request."""
+    """The ledger file is not an opendp_sketch ledger, was tampered with, or a dataset's record
+    contradicts a request."""
 
 
 class LedgerBusyError(RuntimeError):
@@ -117,35 +157,171 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
+# -- the hash chain ------------------------------------------------------------------------------
+def _canonical(values: list[Any]) -> bytes:
+    """One byte string per record: JSON of a flat list, floats written exactly as hex."""
+    return json.dumps(values, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _hex(x: Any) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{x!r} is not a number")
+    return float(x).hex()
+
+
+def _genesis(ds: str, budget: str, total_loss: Any, total_delta: Any, unit: Any, signed: Any, created: str) -> str:
+    """The hash a dataset's chain starts from: it binds the budget, the unit and the signing mode."""
+    record = [_CHAIN_TAG, "dataset", ds, budget, _hex(total_loss), _hex(total_delta), unit, signed, created]
+    return hashlib.sha256(_canonical(record)).hexdigest()
+
+
+def _release_hash(prev: str, ds: str, seq: int, rid: int, row: tuple[Any, ...]) -> str:
+    """SHA-256 of a release row (``kind, created, d_in, loss, delta, summary, description, result,
+    sketch_sha256``) after the previous row's hash."""
+    kind, created, d_in, loss, delta, summary, description, result, sketch_sha = row
+    record = [_CHAIN_TAG, "release", prev, ds, seq, rid, kind, created, d_in, _hex(loss), _hex(delta)]
+    record += [summary, description, result, sketch_sha]
+    return hashlib.sha256(_canonical(record)).hexdigest()
+
+
+def _head_message(ds: str, genesis: str, head: str, count: int, spent_loss: str, spent_delta: str) -> bytes:
+    """What a dataset row's signature covers: its chain's start and end, length and spent cache."""
+    return _canonical([_CHAIN_TAG, "head", ds, genesis, head, count, spent_loss, spent_delta])
+
+
+def _release_message(row_hash: str) -> bytes:
+    return _canonical([_CHAIN_TAG, "release-signature", row_hash])
+
+
+def _unit_of(d_in: str) -> int | None:
+    """The integer privacy unit a recorded ``d_in`` stands for (``None`` if it is not one)."""
+    try:
+        value = float(d_in)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if value.is_integer() and value >= 1 else None
+
+
 @dataclass(frozen=True)
 class DatasetRecord:
-    """One row of ``datasets``: the budget kind, its total and what has been spent (exact)."""
+    """A dataset's budget kind, total, privacy unit and spent budget (exact, from its hash chain)."""
 
     dataset_id: str
     budget: str
     total: Loss
     spent: Loss
+    unit: int = 1
+    signed: bool = False
+    head: str = ""
+    releases: int = 0
+    genesis: str = ""
 
     @property
     def remaining(self) -> Loss:
         return (self.total[0] - self.spent[0], self.total[1] - self.spent[1])
 
 
+def _audit(con: sqlite3.Connection, dataset_id: str, key: bytes | None) -> tuple[DatasetRecord | None, list[str]]:
+    """``dataset_id``'s record with the spent budget recomputed from its chained rows, and every
+    problem found (an empty list when the chain, the stored cache and, with ``key``, the
+    signatures all agree). Reads inside the caller's transaction (one snapshot)."""
+    row = con.execute(f"SELECT {_DATASET_COLUMNS} FROM datasets WHERE dataset_id = ?", (dataset_id,)).fetchone()
+    if row is None:
+        return None, []
+    ds, budget, tl, td, sl, sd, created, unit, signed, head, mac = row
+    where = f"dataset {ds!r}"
+    try:
+        genesis = _genesis(ds, budget, tl, td, unit, signed, created)
+        total = (Fraction(tl), Fraction(td))
+    except (TypeError, ValueError) as e:
+        return None, [f"{where}: the dataset record is not valid ({e})"]
+    problems: list[str] = []
+    if key is not None and signed != 1:
+        problems.append(f"{where} was created without a key: it has no signatures to check against one")
+    prev, spent, seen = genesis, [Fraction(0), Fraction(0)], set()
+    rows = con.execute(f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset_id = ? ORDER BY id", (ds,)).fetchall()
+    for position, (rid, seq, prev_hash, row_hash, row_mac, *content) in enumerate(rows, start=1):
+        label = f"{where}, release row id {rid} (seq {seq})"
+        if seq in seen:
+            problems.append(f"{label}: repeats seq {seq}: a replayed (duplicated) row")
+        elif seq != position:
+            problems.append(f"{label}: found at position {position} of the chain: rows were deleted or reordered")
+        seen.add(seq)
+        if prev_hash != prev:
+            start = "the dataset record (budget, unit or creation) was modified" if position == 1 else (
+                "a row before it was deleted, inserted or reordered"
+            )
+            problems.append(f"{label}: does not follow the previous hash of the chain: {start}")
+        try:
+            expected = _release_hash(prev_hash if isinstance(prev_hash, str) else prev, ds, seq, rid, tuple(content))
+            loss, delta = Fraction(content[3]), Fraction(content[4])
+        except (TypeError, ValueError) as e:
+            problems.append(f"{label}: its contents are not valid ({e})")
+            continue
+        if row_hash != expected:
+            problems.append(f"{label}: its contents do not match its hash: the row was modified")
+        if key is not None and signed == 1 and not signature_matches(key, _release_message(expected), row_mac):
+            problems.append(f"{label}: its signature is missing or does not match the key")
+        if _unit_of(content[2]) != unit:
+            problems.append(
+                f"{label}: released at d_in={content[2]}, not at the dataset's privacy unit ({unit}): "
+                "its loss is not a loss of the unit (a version-1 ledger mixing units under-records)"
+            )
+        spent[0] += loss
+        spent[1] += delta
+        prev = row_hash if isinstance(row_hash, str) else expected
+    if head != prev:
+        problems.append(
+            f"{where}: its head hash does not match the end of its chain: the last release(s) were deleted, "
+            "or the dataset record was modified"
+            if rows else f"{where}: the dataset record (budget, unit or creation) was modified"
+        )
+    try:
+        stored = (Fraction(sl), Fraction(sd))
+    except (TypeError, ValueError, ZeroDivisionError):
+        stored = None
+    if stored != tuple(spent):
+        problems.append(
+            f"{where}: the stored spent budget ({sl}, {sd}) is not the sum of its chained releases "
+            f"({spent[0]}, {spent[1]}): the stored total was edited"
+        )
+    if spent[0] > total[0] or spent[1] > total[1]:
+        problems.append(f"{where}: its chained releases spend {describe(budget, spent)}, over the total")
+    if key is not None and signed == 1 and not signature_matches(
+        key, _head_message(ds, genesis, head, len(rows), sl, sd), mac
+    ):
+        problems.append(f"{where}: the dataset record's signature is missing or does not match the key")
+    record = DatasetRecord(ds, budget, total, (spent[0], spent[1]), unit, signed == 1, prev, len(rows), genesis)
+    return record, problems
+
+
+def _tamper_error(path: str, problems: list[str]) -> LedgerError:
+    more = f" (and {len(problems) - 3} more problems)" if len(problems) > 3 else ""
+    return LedgerError(f"{path}: the ledger was tampered with or is inconsistent: {'; '.join(problems[:3])}{more}")
+
+
 class Ledger:
-    """A connection to a ledger file (created, in WAL mode, if missing).
+    """A connection to a ledger file (created, in WAL mode, if missing; a version-1 file is
+    upgraded to the hash-chained version 2 when opened).
 
     :param path: the SQLite file; its directory must exist
     :param timeout: seconds to wait for another process's write lock before
         :class:`LedgerBusyError`
-    :raises LedgerError: if the file exists but is not an opendp_sketch ledger
-    :raises ValueError: for a bad path or timeout
+    :param key: a curator's secret key: datasets created with it sign every release row, and
+        their records are checked against it
+    :raises LedgerError: if the file exists but is not an opendp_sketch ledger, or a version-1
+        file cannot be upgraded
+    :raises ValueError: for a bad path, timeout or key
     """
 
-    def __init__(self, path: str | os.PathLike[str], timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], timeout: float = DEFAULT_TIMEOUT, key: bytes | str | None = None
+    ) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise ValueError(f"ledger path ({path!r}) must be a str or os.PathLike")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise ValueError(f"timeout ({timeout!r}) must be a positive finite number of seconds")
+        self._key = None if key is None else check_key(key)
         self.path = os.fspath(path)
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
@@ -166,13 +342,25 @@ class Ledger:
         # FULL: a commit is on disk before a release is returned, even across power loss
         self._con.execute("PRAGMA synchronous=FULL")
         self._con.execute("PRAGMA foreign_keys=ON")
-        with self.transaction() as con:
-            self._init_schema(con)
+        try:
+            with self.transaction() as con:
+                self._init_schema(con)
+        except BaseException:
+            self._con.close()
+            raise
+
+    @property
+    def signing(self) -> bool:
+        """Whether this connection holds a key."""
+        return self._key is not None
 
     def _init_schema(self, con: sqlite3.Connection) -> None:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if tables and "meta" not in tables:
             raise LedgerError(f"{self.path}: an SQLite file that is not an opendp_sketch ledger")
+        meta = dict(con.execute("SELECT key, value FROM meta")) if tables else {}
+        if meta.get("format") == _FORMAT and meta.get("version") == "1":
+            self._upgrade_from_v1(con)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 con.execute(statement)
@@ -183,6 +371,53 @@ class Ledger:
                 f"{self.path}: ledger format {meta.get('format')!r} version {meta.get('version')!r} "
                 f"is not supported (expected {_FORMAT!r} version {_VERSION})"
             )
+
+    def _upgrade_from_v1(self, con: sqlite3.Connection) -> None:
+        """Add the version-2 columns and chain each dataset's existing rows (in id order).
+
+        A version-1 file has no chain: its rows are taken as they are (signed with the key, if one
+        is given), after checking that each stored spent total is the sum of its releases. The
+        unit becomes the largest ``d_in`` recorded; a dataset whose releases used several units
+        then fails its audit (its losses under-record) and cannot be released from.
+        """
+        for table, columns in _V2_COLUMNS.items():
+            for column in columns:
+                con.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+        signed = int(self._key is not None)
+        for ds, tl, td, sl, sd, created, budget in con.execute(
+            "SELECT dataset_id, total_loss, total_delta, spent_loss, spent_delta, created, budget FROM datasets"
+        ).fetchall():
+            rows = con.execute(
+                "SELECT r.id, r.kind, r.created, r.d_in, r.loss, r.delta, r.summary, r.description, r.result, s.blob "
+                "FROM releases r LEFT JOIN sketches s ON s.release_id = r.id WHERE r.dataset_id = ? ORDER BY r.id",
+                (ds,),
+            ).fetchall()
+            summed = (sum((Fraction(r[4]) for r in rows), Fraction(0)), sum((Fraction(r[5]) for r in rows), Fraction(0)))
+            if (Fraction(sl), Fraction(sd)) != summed:
+                raise LedgerError(
+                    f"{self.path}: version-1 dataset {ds!r} records spent ({sl}, {sd}) but its releases sum to "
+                    f"({summed[0]}, {summed[1]}); the file is inconsistent and is not upgraded"
+                )
+            unit = max([u for u in (_unit_of(r[3]) for r in rows) if u is not None], default=1)
+            prev = genesis = _genesis(ds, budget, tl, td, unit, signed, created)
+            for seq, (rid, kind, rcreated, d_in, loss, delta, summary, description, result, blob) in enumerate(rows, 1):
+                digest = None if blob is None else hashlib.sha256(blob).hexdigest()
+                content = (kind, rcreated, d_in, loss, delta, summary, description, result, digest)
+                row_hash = _release_hash(prev, ds, seq, rid, content)
+                con.execute(
+                    "UPDATE releases SET seq = ?, prev_hash = ?, hash = ?, mac = ?, sketch_sha256 = ? WHERE id = ?",
+                    (seq, prev, row_hash, self._sign(_release_message(row_hash)), digest, rid),
+                )
+                prev = row_hash
+            mac = self._sign(_head_message(ds, genesis, prev, len(rows), sl, sd))
+            con.execute(
+                "UPDATE datasets SET unit = ?, signed = ?, head = ?, mac = ? WHERE dataset_id = ?",
+                (unit, signed, prev, mac, ds),
+            )
+        con.execute("UPDATE meta SET value = ? WHERE key = 'version'", (_VERSION,))
+
+    def _sign(self, message: bytes) -> str | None:
+        return None if self._key is None else sign(self._key, message)
 
     def close(self) -> None:
         """Close the connection (committed releases are already on disk)."""
@@ -218,25 +453,45 @@ class Ledger:
         finally:
             self.lock_held += time.perf_counter() - t1
 
+    @contextmanager
+    def _snapshot(self, con: sqlite3.Connection | None) -> Iterator[sqlite3.Connection]:
+        """``con`` if given (the caller's transaction), else a read transaction: one consistent
+        snapshot, so a release committed by another process between two reads is never half-seen."""
+        if con is not None or self._con.in_transaction:
+            yield con or self._con
+            return
+        self._con.execute("BEGIN")
+        try:
+            yield self._con
+        finally:
+            self._con.execute("COMMIT")
+
     # -- datasets -------------------------------------------------------------------------------
     def dataset(self, dataset_id: str, con: sqlite3.Connection | None = None) -> DatasetRecord | None:
-        """The record of ``dataset_id`` (``None`` if the ledger has none)."""
-        row = (con or self._con).execute(
-            "SELECT budget, total_loss, total_delta, spent_loss, spent_delta FROM datasets WHERE dataset_id = ?",
-            (dataset_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        budget, tl, td, sl, sd = row
-        return DatasetRecord(dataset_id, budget, (Fraction(tl), Fraction(td)), (Fraction(sl), Fraction(sd)))
+        """The record of ``dataset_id`` (``None`` if the ledger has none), its spent budget
+        recomputed from its hash chain.
 
-    def ensure_dataset(self, dataset_id: str, budget: str | None, total: tuple[float, float] | None) -> DatasetRecord:
-        """Create ``dataset_id`` with ``total`` or check that its stored total is the same.
+        :raises LedgerError: if the chain, the stored total or (with a key) a signature shows
+            that the dataset's record or rows were modified, deleted, reordered or replayed
+        """
+        with self._snapshot(con) as c:
+            record, problems = _audit(c, dataset_id, self._key)
+        if problems:
+            raise _tamper_error(self.path, problems)
+        return record
+
+    def ensure_dataset(
+        self, dataset_id: str, budget: str | None, total: tuple[float, float] | None, contributions: int | None = None
+    ) -> DatasetRecord:
+        """Create ``dataset_id`` with ``total`` and privacy unit ``contributions`` (default 1), or
+        check that its stored total and unit are the same.
 
         :param budget: one of :data:`BUDGET_KINDS`, or ``None`` to reopen without restating it
         :param total: ``(ε or ρ, δ)``; δ is 0 except for ``"epsilon_delta"``
-        :raises LedgerError: if the dataset exists with another budget, or does not exist and no
-            budget is given
+        :param contributions: rows one individual may contribute; ``None`` to reopen without
+            restating it
+        :raises LedgerError: if the dataset exists with another budget or unit, does not exist
+            and no budget is given, is signed and this connection has no key, or was tampered with
         """
         with self.transaction() as con:
             rec = self.dataset(dataset_id, con)
@@ -246,17 +501,38 @@ class Ledger:
                         f"dataset {dataset_id!r} is not in the ledger {self.path}: give its total budget "
                         "(epsilon=, epsilon= and delta=, or rho=) to create it"
                     )
+                unit, signed, created = contributions or 1, int(self.signing), _now()
+                genesis = _genesis(dataset_id, budget, float(total[0]), float(total[1]), unit, signed, created)
                 con.execute(
-                    "INSERT INTO datasets VALUES (?, ?, ?, ?, '0', '0', ?)",
-                    (dataset_id, budget, float(total[0]), float(total[1]), _now()),
+                    f"INSERT INTO datasets ({_DATASET_COLUMNS}) VALUES (?, ?, ?, ?, '0', '0', ?, ?, ?, ?, ?)",
+                    (dataset_id, budget, float(total[0]), float(total[1]), created, unit, signed, genesis,
+                     self._sign(_head_message(dataset_id, genesis, genesis, 0, "0", "0"))),
                 )
-                return DatasetRecord(dataset_id, budget, (Fraction(total[0]), Fraction(total[1])), (Fraction(0),) * 2)
+                return self.dataset(dataset_id, con)  # type: ignore[return-value]
         if budget is not None and (rec.budget != budget or rec.total != (Fraction(total[0]), Fraction(total[1]))):
             raise LedgerError(
                 f"dataset {dataset_id!r} already has a total budget of {describe(rec.budget, rec.total)} in "
                 f"{self.path}; it cannot be reopened with {describe(budget, total)}"
             )
+        if contributions is not None and contributions != rec.unit:
+            raise LedgerError(
+                f"dataset {dataset_id!r} has the privacy unit contributions={rec.unit} in {self.path}, fixed when "
+                f"it was created; it cannot be reopened with contributions={contributions}"
+            )
+        if rec.signed and not self.signing:
+            raise LedgerError(
+                f"dataset {dataset_id!r} in {self.path} is signed: open it with its key (key=...) so that its "
+                "signatures are checked and new releases signed"
+            )
         return rec
+
+    def next_release_id(self, con: sqlite3.Connection) -> int:
+        """The id the next release will get (inside the open write transaction ``con``)."""
+        row = con.execute(
+            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'releases'), 0), "
+            "COALESCE((SELECT MAX(id) FROM releases), 0))"
+        ).fetchone()
+        return int(row[0]) + 1
 
     def record_release(
         self,
@@ -268,50 +544,65 @@ class Ledger:
         summary: str,
         description: str | None,
         result: str | None,
+        *,
+        release_id: int | None = None,
+        sketch: tuple[str, str, int, bytes] | None = None,
     ) -> int:
-        """Add a release and its loss to ``rec``'s spent budget inside the open transaction ``con``.
+        """Append a release to ``rec``'s hash chain and add its loss to the spent budget, inside
+        the open transaction ``con`` (where ``rec`` was read).
 
+        :param release_id: the row id (default :meth:`next_release_id`)
+        :param sketch: ``(map kind, fingerprint, num_features, file bytes)`` of a released sketch,
+            stored and bound to the row by its SHA-256
         :raises PrivacyBudgetError: if the exact spent budget would exceed the total
+        :raises LedgerError: if the dataset is signed and this connection has no key
         """
+        if rec.signed and not self.signing:
+            raise LedgerError(f"dataset {rec.dataset_id!r} is signed: releases need its key")
         spent = (rec.spent[0] + loss[0], rec.spent[1] + loss[1])
         if spent[0] > rec.total[0] or spent[1] > rec.total[1]:
             raise PrivacyBudgetError(
                 f"dataset {rec.dataset_id!r}: a release of {describe(rec.budget, loss)} would exceed the "
                 f"remaining budget {describe(rec.budget, rec.remaining)}; nothing was released"
             )
-        cur = con.execute(
-            "INSERT INTO releases (dataset_id, kind, created, d_in, loss, delta, summary, description, result) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rec.dataset_id, kind, _now(), str(d_in), float(loss[0]), float(loss[1]), summary, description, result),
-        )
+        rid = self.next_release_id(con) if release_id is None else int(release_id)
+        seq = rec.releases + 1
+        digest = None if sketch is None else hashlib.sha256(sketch[3]).hexdigest()
+        content = (kind, _now(), str(d_in), float(loss[0]), float(loss[1]), summary, description, result, digest)
+        row_hash = _release_hash(rec.head, rec.dataset_id, seq, rid, content)
         con.execute(
-            "UPDATE datasets SET spent_loss = ?, spent_delta = ? WHERE dataset_id = ?",
-            (str(spent[0]), str(spent[1]), rec.dataset_id),
+            f"INSERT INTO releases (dataset_id, {_RELEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rec.dataset_id, rid, seq, rec.head, row_hash, self._sign(_release_message(row_hash)), *content),
         )
-        return int(cur.lastrowid)
+        if sketch is not None:
+            con.execute("INSERT INTO sketches VALUES (?, ?, ?, ?, ?)", (rid, *sketch))
+        sl, sd = str(spent[0]), str(spent[1])
+        con.execute(
+            "UPDATE datasets SET spent_loss = ?, spent_delta = ?, head = ?, mac = ? WHERE dataset_id = ?",
+            (sl, sd, row_hash, self._sign(_head_message(rec.dataset_id, rec.genesis, row_hash, seq, sl, sd)),
+             rec.dataset_id),
+        )
+        return rid
 
     # -- sketches and post-processing -----------------------------------------------------------
-    def store_sketch(
-        self, con: sqlite3.Connection, release_id: int, map_kind: str, fingerprint: str, num_features: int, blob: bytes
-    ) -> None:
-        """Store a released sketch's file bytes under its release id (inside the open transaction)."""
-        con.execute(
-            "INSERT INTO sketches VALUES (?, ?, ?, ?, ?)", (release_id, map_kind, fingerprint, num_features, blob)
-        )
-
-    def sketch_blob(self, dataset_id: str, release_id: int) -> bytes:
-        """The stored bytes of release ``release_id`` of ``dataset_id``.
+    def stored_sketch(self, dataset_id: str, release_id: int) -> tuple[bytes, str | None]:
+        """The stored bytes of release ``release_id`` of ``dataset_id`` and the SHA-256 its chained
+        release row records for them.
 
         :raises ValueError: if that release is not a stored sketch of this dataset
         """
         row = self._con.execute(
-            "SELECT s.blob FROM sketches s JOIN releases r ON r.id = s.release_id "
+            "SELECT s.blob, r.sketch_sha256 FROM sketches s JOIN releases r ON r.id = s.release_id "
             "WHERE s.release_id = ? AND r.dataset_id = ?",
             (release_id, dataset_id),
         ).fetchone()
         if row is None:
             raise ValueError(f"release {release_id!r} is not a stored sketch of dataset {dataset_id!r}")
-        return bytes(row[0])
+        return bytes(row[0]), row[1]
+
+    def sketch_blob(self, dataset_id: str, release_id: int) -> bytes:
+        """The stored bytes of release ``release_id`` of ``dataset_id`` (see :meth:`stored_sketch`)."""
+        return self.stored_sketch(dataset_id, release_id)[0]
 
     def log_postprocessing(self, dataset_id: str, release_id: int, description: str) -> int:
         """Log an analysis of release ``release_id`` (free: no budget changes)."""
@@ -344,47 +635,93 @@ def describe(budget: str, loss: tuple[Any, Any]) -> str:
     return f"(ε, δ) = ({up(loss[0]):g}, {up(loss[1]):g})"
 
 
-def verify_ledger(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Check a ledger file: SQLite integrity, and for every dataset that the recorded spent budget
-    equals the exact sum of its releases' losses and is within its total.
+def read_only_uri(path: str | os.PathLike[str]) -> str:
+    """An SQLite URI opening ``path`` read-only, every special character percent-encoded.
+
+    >>> read_only_uri("/data/a#b%41?.db")
+    'file:///data/a%23b%2541%3F.db?mode=ro'
+    """
+    return pathlib.Path(os.path.abspath(os.fspath(path))).as_uri() + "?mode=ro"
+
+
+def verify_ledger(path: str | os.PathLike[str], *, key: bytes | str | None = None) -> dict[str, Any]:
+    """Check a ledger file: SQLite integrity, and for every dataset its hash chain (no row edited,
+    deleted, reordered or replayed; budget and unit as created), that the stored spent budget
+    equals the exact sum of its chained releases and is within its total, that every stored
+    sketch is the one its release row records, and with ``key`` every signature.
 
     Opens the file read-only (``mode=ro``), so it can run while other processes release.
 
-    :raises ValueError: if the file does not exist
-    :return: ``{"ok": bool, "integrity": str, "datasets": {id: {"releases", "spent", "total",
-        "spent_matches", "within_budget", "sketches_missing"}}}``
+    :param key: the curator's secret key; without it signatures are not checked (the chain is)
+    :raises ValueError: if the file does not exist, or for a bad key
+    :return: ``{"ok": bool, "integrity": str, "version": str, "problems": [str], "datasets": {id:
+        {"budget", "unit", "releases", "spent", "total", "spent_matches", "within_budget",
+        "sketches_missing", "signatures", "head", "problems"}}}``; ``spent`` is recomputed from
+        the chain, and ``head`` (the last row's hash) can be kept elsewhere to detect a rollback
+        of the whole file
     """
+    secret = None if key is None else check_key(key)
     if not os.path.isfile(path):
         raise ValueError(f"ledger file ({os.fspath(path)!r}) does not exist")
-    con = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True, timeout=DEFAULT_TIMEOUT)
+    con = sqlite3.connect(read_only_uri(path), uri=True, timeout=DEFAULT_TIMEOUT)
     try:
         con.execute("BEGIN")  # one snapshot for every read below
         integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
-        out: dict[str, Any] = {"integrity": integrity, "datasets": {}}
-        ok = integrity == "ok"
-        for ds, budget, tl, td, sl, sd in con.execute(
-            "SELECT dataset_id, budget, total_loss, total_delta, spent_loss, spent_delta FROM datasets"
-        ).fetchall():
-            rows = con.execute("SELECT loss, delta FROM releases WHERE dataset_id = ?", (ds,)).fetchall()
-            summed = (sum((Fraction(r[0]) for r in rows), Fraction(0)), sum((Fraction(r[1]) for r in rows), Fraction(0)))
-            spent, total = (Fraction(sl), Fraction(sd)), (Fraction(tl), Fraction(td))
-            missing = con.execute(
-                "SELECT COUNT(*) FROM releases r LEFT JOIN sketches s ON s.release_id = r.id "
-                "WHERE r.dataset_id = ? AND r.kind = 'sketch' AND s.release_id IS NULL",
-                (ds,),
-            ).fetchone()[0]
-            info = {
-                "budget": budget,
-                "releases": len(rows),
-                "spent": (float_up(spent[0]), float_up(spent[1])),
-                "total": (float(total[0]), float(total[1])),
-                "spent_matches": spent == summed,
-                "within_budget": spent[0] <= total[0] and spent[1] <= total[1],
-                "sketches_missing": int(missing),
-            }
-            ok = ok and info["spent_matches"] and info["within_budget"] and not missing
-            out["datasets"][ds] = info
-        out["ok"] = ok
+        version = dict(con.execute("SELECT key, value FROM meta")).get("version")
+        out: dict[str, Any] = {"integrity": integrity, "version": version, "datasets": {}, "problems": []}
+        if version != _VERSION:
+            out["problems"].append(
+                f"ledger version {version!r} has no hash chain to verify: open it once with Session.open to "
+                f"upgrade it to version {_VERSION}"
+            )
+        else:
+            for (ds,) in con.execute("SELECT dataset_id FROM datasets ORDER BY dataset_id").fetchall():
+                out["datasets"][ds] = _verify_dataset(con, ds, secret)
+                out["problems"] += out["datasets"][ds]["problems"]
+        out["ok"] = integrity == "ok" and not out["problems"]
         return out
     finally:
         con.close()
+
+
+def _verify_dataset(con: sqlite3.Connection, ds: str, key: bytes | None) -> dict[str, Any]:
+    """:func:`verify_ledger`'s report on one dataset."""
+    record, problems = _audit(con, ds, key)
+    if record is None:
+        return {"problems": problems}
+    stored = con.execute("SELECT spent_loss, spent_delta FROM datasets WHERE dataset_id = ?", (ds,)).fetchone()
+    sketches = con.execute(
+        "SELECT r.id, r.sketch_sha256, s.blob FROM releases r LEFT JOIN sketches s ON s.release_id = r.id "
+        "WHERE r.dataset_id = ? AND r.kind = 'sketch' ORDER BY r.id",
+        (ds,),
+    ).fetchall()
+    missing = 0
+    for rid, digest, blob in sketches:
+        if blob is None:
+            missing += 1
+            problems.append(f"dataset {ds!r}, release row id {rid}: its sketch is missing from the store")
+        elif hashlib.sha256(blob).hexdigest() != digest:
+            problems.append(f"dataset {ds!r}, release row id {rid}: the stored sketch is not the one released")
+    try:
+        spent_matches = (Fraction(stored[0]), Fraction(stored[1])) == record.spent
+    except (TypeError, ValueError, ZeroDivisionError):
+        spent_matches = False
+    if not record.signed:
+        signatures = "unsigned"
+    elif key is None:
+        signatures = "not checked (no key)"
+    else:
+        signatures = "invalid" if any("signature" in p for p in problems) else "valid"
+    return {
+        "budget": record.budget,
+        "unit": record.unit,
+        "releases": record.releases,
+        "spent": (float_up(record.spent[0]), float_up(record.spent[1])),
+        "total": (float(record.total[0]), float(record.total[1])),
+        "spent_matches": spent_matches,
+        "within_budget": record.spent[0] <= record.total[0] and record.spent[1] <= record.total[1],
+        "sketches_missing": missing,
+        "signatures": signatures,
+        "head": record.head,
+        "problems": problems,
+    }

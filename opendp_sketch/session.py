@@ -18,6 +18,7 @@ no cost. See ``docs/sessions.md`` for the durability and locking argument.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -74,27 +75,28 @@ _MEASURES = {
 _MAX_RESULT_CHARS = 1 << 20
 
 
-def sketch_to_bytes(sketch: Sketch) -> bytes:
-    """The bytes :meth:`Sketch.save <opendp_sketch.Sketch.save>` writes (zip of JSON and int64 arrays)."""
+def sketch_to_bytes(sketch: Sketch, key: bytes | str | None = None) -> bytes:
+    """The bytes :meth:`Sketch.save <opendp_sketch.Sketch.save>` writes (zip of JSON and int64
+    arrays), signed with ``key`` if one is given."""
     with tempfile.TemporaryDirectory(prefix="opendp_sketch_") as tmp:
         path = os.path.join(tmp, "sketch.npz")
-        sketch.save(path)
+        sketch.save(path, key=key)
         with open(path, "rb") as f:
             return f.read()
 
 
-def sketch_from_bytes(blob: bytes, name: str = "sketch") -> Sketch:
+def sketch_from_bytes(blob: bytes, name: str = "sketch", key: bytes | str | None = None) -> Sketch:
     """Inverse of :func:`sketch_to_bytes`, through :meth:`Sketch.load <opendp_sketch.Sketch.load>`'s
-    checks (format, version, schema, checksum; never unpickles).
+    checks (format, version, sizes, schema, checksum, and with ``key`` the signature; never unpickles).
 
     :param name: how the blob is named in error messages
-    :raises SketchFormatError: if the bytes are not an intact sketch
+    :raises SketchFormatError: if the bytes are not an intact sketch (or not signed with ``key``)
     """
     buffer = io.BytesIO(blob)
     try:
-        return Sketch.load(buffer)  # type: ignore[arg-type]  # np.load reads file objects too
+        return Sketch.load(buffer, key=key)  # type: ignore[arg-type]  # np.load reads file objects too
     except SketchFormatError as e:
-        raise SketchFormatError(str(e).replace(str(buffer), name)) from None
+        raise type(e)(str(e).replace(str(buffer), name)) from None
 
 
 def _as_loss(value: Any) -> tuple[float, float]:
@@ -141,11 +143,16 @@ class Session:
     :ivar last_release_id: id of the latest release made through this session (``None`` before)
     """
 
-    def __init__(self, ledger: Ledger, dataset_id: str, budget: str) -> None:
+    def __init__(
+        self, ledger: Ledger, dataset_id: str, budget: str, unit: int = 1, key: bytes | str | None = None
+    ) -> None:
         self.ledger = ledger
+        self._key = key
         self.dataset_id = dataset_id
         self.budget = budget
         self.measure = _MEASURES[budget]
+        #: the dataset's privacy unit: rows one individual may contribute, fixed at creation
+        self.contributions = unit
         self.last_release_id: int | None = None
 
     @classmethod
@@ -157,24 +164,32 @@ class Session:
         epsilon: float | None = None,
         delta: float | None = None,
         rho: float | None = None,
+        contributions: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        key: bytes | str | None = None,
     ) -> Session:
         """Open (or create) the session of ``dataset_id`` in the ledger file ``ledger_path``.
 
-        The first open fixes the dataset's total budget; later opens may restate the same total
-        or give none. The remaining budget always comes from the ledger: after a crash or a
-        restart it is what the committed releases left, never more.
+        The first open fixes the dataset's total budget and its privacy unit; later opens may
+        restate the same ones or give none. The remaining budget always comes from the ledger,
+        recomputed from its hash chain: after a crash or a restart it is what the committed
+        releases left, never more, and a ledger whose rows were altered is refused.
 
         :param ledger_path: SQLite file (created if missing; its directory must exist)
         :param dataset_id: a non-empty name for the dataset
         :param epsilon: total ε (pure ε-DP, or (ε, δ)-DP with ``delta``)
         :param delta: total δ
         :param rho: total ρ (zCDP)
+        :param contributions: the privacy unit: how many rows one individual may contribute
+            (default 1 at creation). Every release of the dataset is accounted at this unit.
         :param timeout: seconds to wait for another process's release to finish
+        :param key: a curator's secret key (bytes, at least 16): a dataset created with it has
+            every release row and stored sketch signed (HMAC-SHA256), and must be reopened with it
         :return: the session
         :raises ValueError: for bad arguments
-        :raises LedgerError: if the dataset exists with a different total, or is new and no
-            budget is given, or the file is not a ledger
+        :raises LedgerError: if the dataset exists with a different total or unit, or is new and
+            no budget is given, or the file is not a ledger, or its hash chain or (with a key)
+            signatures show it was tampered with, or it is signed and no key is given
         :example:
 
         >>> import tempfile, os, opendp.prelude as dp, opendp_sketch.session as ss
@@ -192,18 +207,22 @@ class Session:
         """
         if not isinstance(dataset_id, str) or not dataset_id:
             raise ValueError(f"dataset_id ({dataset_id!r}) must be a non-empty string")
+        if contributions is not None and (
+            isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1
+        ):
+            raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
         if epsilon is None and delta is None and rho is None:
             budget, total = None, None
         else:
             _, d_out, budget = _parse_budget(epsilon, delta, rho)
             total = (d_out[0], d_out[1]) if isinstance(d_out, tuple) else (d_out, 0.0)
-        ledger = Ledger(ledger_path, timeout=timeout)
+        ledger = Ledger(ledger_path, timeout=timeout, key=key)
         try:
-            record = ledger.ensure_dataset(dataset_id, budget, total)
+            record = ledger.ensure_dataset(dataset_id, budget, total, contributions)
         except BaseException:
             ledger.close()
             raise
-        return cls(ledger, dataset_id, record.budget)
+        return cls(ledger, dataset_id, record.budget, record.unit, key)
 
     def close(self) -> None:
         """Close the ledger connection."""
@@ -216,7 +235,10 @@ class Session:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Session({self.dataset_id!r}, {self.ledger.path!r}, {self.budget}, remaining={self.remaining})"
+        return (
+            f"Session({self.dataset_id!r}, {self.ledger.path!r}, {self.budget}, "
+            f"contributions={self.contributions}, remaining={self.remaining})"
+        )
 
     # -- budget ---------------------------------------------------------------------------------
     def _record(self) -> DatasetRecord:
@@ -248,7 +270,7 @@ class Session:
 
     # -- releases -------------------------------------------------------------------------------
     def release(
-        self, measurement: dp.Measurement, data: Any, d_in: Any = 1, *, description: str | None = None
+        self, measurement: dp.Measurement, data: Any, d_in: Any = None, *, description: str | None = None
     ) -> Any:
         """Release ``measurement(data)`` through a privacy filter holding the remaining budget.
 
@@ -259,12 +281,14 @@ class Session:
 
         :param measurement: any OpenDP measurement
         :param data: the dataset, a member of ``measurement.input_domain``
-        :param d_in: the privacy unit as a distance under ``measurement.input_metric`` (positive;
-            use the same unit for every release of a dataset)
+        :param d_in: the privacy unit as a distance under ``measurement.input_metric``: the
+            dataset's ``contributions`` (the default); any other value is refused, so that every
+            loss the ledger adds is a loss of the same unit
         :param description: free text stored with the release
         :return: what the measurement released
         :raises PrivacyBudgetError: if the filter refuses the release (nothing is spent)
-        :raises ValueError: if the measure does not match or the loss at ``d_in`` is undefined
+        :raises ValueError: if the measure does not match, ``d_in`` is not the dataset's unit, or
+            the loss at ``d_in`` is undefined
         :raises LedgerBusyError: if another release held the ledger longer than the timeout
         :example:
 
@@ -278,7 +302,7 @@ class Session:
         >>> s.release(noisy_sum, [30.0, 41.0, 52.0], d_in=2)
         Traceback (most recent call last):
         ...
-        opendp_sketch.ledger.PrivacyBudgetError: dataset 'ages': the release needs ε = 1, but only ε = 0.5 ...
+        ValueError: d_in (2) must be the privacy unit of dataset 'ages': contributions=1, fixed when it was created ...
         """
         if not isinstance(measurement, dp.Measurement):
             raise ValueError(f"measurement ({type(measurement).__name__}) must be an OpenDP Measurement")
@@ -286,7 +310,9 @@ class Session:
         if description is not None and not isinstance(description, str):
             raise ValueError(f"description ({description!r}) must be a string")
         summary = f"{type(measurement.output_measure).__name__} measurement on {measurement.input_domain}"[:200]
-        return self._release(measurement, data, d_in, summary, description)
+        if d_in is not None:
+            self._unit("d_in", d_in)
+        return self._release(measurement, data, summary, description)
 
     def _lift(self, measurement: dp.Measurement) -> dp.Measurement:
         """``measurement`` with the session's output measure, or a clear error."""
@@ -315,7 +341,7 @@ class Session:
         epsilon: float | None = None,
         delta: float | None = None,
         rho: float | None = None,
-        contributions: int = 1,
+        contributions: int | None = None,
         count_fraction: float = DEFAULT_COUNT_FRACTION,
         impute: float | Sequence[float] | None = None,
         column_names: Sequence[str] | None = None,
@@ -326,15 +352,16 @@ class Session:
         """Release a sketch of ``data`` spending the given share of the session's budget.
 
         Arguments are those of :func:`~opendp_sketch.release_sketch` (numpy or Polars data in
-        memory) and are checked the same way before anything is released. The measurement is
+        memory) and are checked the same way before anything is released; ``contributions``
+        defaults to the dataset's privacy unit and may only restate it. The measurement is
         ``make_box_clip >> then_private_sketch`` at the smallest noise scale OpenDP certifies for
         the share; it is then released through the session's privacy filter. The sketch is
         stored in the ledger; ``sketch.privacy["release_id"]`` is its id for :meth:`load_sketch`.
 
         :return: the released :class:`~opendp_sketch.Sketch`
         :raises PrivacyBudgetError: if the share exceeds the remaining budget (nothing is spent)
-        :raises ValueError: on bad parameters or data, or a budget of another kind than the
-            session's (nothing is spent)
+        :raises ValueError: on bad parameters or data, a budget of another kind than the
+            session's, or ``contributions`` other than the dataset's unit (nothing is spent)
         :example:
 
         >>> import tempfile, os, numpy as np, opendp.prelude as dp, opendp_sketch as dps
@@ -347,6 +374,7 @@ class Session:
         >>> s.load_sketch(sk.privacy["release_id"]).feature_map == fm, s.remaining >= 0.75 - 1e-9
         (True, True)
         """
+        contributions = self._unit("contributions", self.contributions if contributions is None else contributions)
         measure, d_out, budget, count_fraction = _release_arguments(
             feature_map, contributions, epsilon, delta, rho, count_fraction
         )
@@ -361,25 +389,29 @@ class Session:
         meas = self._lift(_search_measurement(build, feature_map, budget, d_out, contributions, delta_arg))
         mech = "laplace" if measure == dp.max_divergence() else "gaussian"
         summary = f"{type(feature_map).__name__} m={feature_map.num_features} {mech} fingerprint={feature_map.fingerprint()}"
-        return self._release(meas, X, contributions, summary, description)
+        return self._release(meas, X, summary, description)
+
+    def _unit(self, name: str, value: Any) -> int:
+        """``value`` if it is the dataset's privacy unit, else a clear refusal."""
+        if isinstance(value, bool) or (isinstance(value, (int, float, np.integer, np.floating)) and not value > 0):
+            # a zero distance would make any measurement look free
+            raise ValueError(f"{name} ({value!r}) must be a positive distance (the privacy unit)")
+        if not isinstance(value, (int, float, np.integer, np.floating)) or value != self.contributions:
+            raise ValueError(
+                f"{name} ({value!r}) must be the privacy unit of dataset {self.dataset_id!r}: "
+                f"contributions={self.contributions}, fixed when it was created; a release at another unit "
+                "would be recorded with a loss that is not a loss of that unit"
+            )
+        return self.contributions
 
     def _budget_words(self) -> str:
         return {"epsilon": "pure ε (epsilon=)", "epsilon_delta": "(ε, δ) (epsilon=, delta=)", "rho": "ρ (rho=)"}[
             self.budget
         ]
 
-    def _release(
-        self,
-        meas: dp.Measurement,
-        data: Any,
-        d_in: Any,
-        summary: str,
-        description: str | None,
-    ) -> Any:
-        """Filter, release, record, commit — all under the ledger's write lock."""
-        if isinstance(d_in, bool) or (isinstance(d_in, (int, float, np.integer, np.floating)) and not d_in > 0):
-            # a zero distance would make any measurement look free
-            raise ValueError(f"d_in ({d_in!r}) must be a positive distance (the privacy unit)")
+    def _release(self, meas: dp.Measurement, data: Any, summary: str, description: str | None) -> Any:
+        """Filter, release, record, commit — all under the ledger's write lock, at the dataset's unit."""
+        d_in = self.contributions
         try:
             expected = _as_loss(meas.map(d_in))
         except Exception as e:  # a privacy map that cannot be evaluated is an argument error
@@ -406,20 +438,24 @@ class Session:
             value = queryable(meas)
             loss = _as_loss(queryable.privacy_loss(d_in))
             is_sketch = isinstance(value, Sketch)
-            release_id = self.ledger.record_release(
-                con, rec, "sketch" if is_sketch else "measurement", d_in, (Fraction(loss[0]), Fraction(loss[1])),
-                summary, description, None if is_sketch else _result_json(value),
-            )
+            release_id = self.ledger.next_release_id(con)
+            stored = None
             if is_sketch:
+                # the loss at the session's unit replaces any the measurement recorded at d_in = 1
+                kept = {k: v for k, v in value.privacy.items() if k not in ("loss", "epsilon", "delta", "rho")}
                 value.privacy = {
-                    **value.privacy, "measure": str(meas.output_measure), "d_in": d_in,
+                    **kept, "measure": str(meas.output_measure), "d_in": d_in,
                     **_spent(self.budget, self._opendp_form(loss)),
                     "dataset_id": self.dataset_id, "release_id": release_id,
                 }
                 fm = value.feature_map
-                self.ledger.store_sketch(
-                    con, release_id, type(fm).__name__, fm.fingerprint(), fm.num_features, sketch_to_bytes(value)
-                )
+                blob = sketch_to_bytes(value, key=self._key)
+                stored = (type(fm).__name__, fm.fingerprint(), fm.num_features, blob)
+            self.ledger.record_release(
+                con, rec, "sketch" if is_sketch else "measurement", d_in, (Fraction(loss[0]), Fraction(loss[1])),
+                summary, description, None if is_sketch else _result_json(value),
+                release_id=release_id, sketch=stored,
+            )
         self.last_release_id = release_id
         return value
 
@@ -429,12 +465,19 @@ class Session:
         file format (no code is executed).
 
         :raises ValueError: if ``release_id`` is not a stored sketch of this dataset
-        :raises SketchFormatError: if the stored bytes were modified or corrupted
+        :raises SketchFormatError: if the stored bytes were modified, corrupted or replaced (they
+            must be the bytes whose SHA-256 the release's chained row records)
+        :raises LedgerError: if the dataset's hash chain shows tampering
         """
         if isinstance(release_id, bool) or not isinstance(release_id, (int, np.integer)):
             raise ValueError(f"release_id ({release_id!r}) must be an integer")
-        blob = self.ledger.sketch_blob(self.dataset_id, int(release_id))
-        return sketch_from_bytes(blob, f"{self.ledger.path}: sketch {int(release_id)}")
+        self._record()  # the chain (and with a key its signatures) vouches for the recorded digest
+        blob, digest = self.ledger.stored_sketch(self.dataset_id, int(release_id))
+        name = f"{self.ledger.path}: sketch {int(release_id)}"
+        sketch = sketch_from_bytes(blob, name)
+        if hashlib.sha256(blob).hexdigest() != digest:
+            raise SketchFormatError(f"{name}: the stored bytes are not those its release row records (replaced)")
+        return sketch
 
     def log_postprocessing(self, release_id: int, description: str) -> int:
         """Record an analysis of release ``release_id`` (post-processing: costs nothing).

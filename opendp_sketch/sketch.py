@@ -11,27 +11,106 @@ import hashlib
 import json
 import math
 import os
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .features.base import FeatureMap, feature_map_from_dict
+from .signing import SignatureError, check_key, sign, signature_matches
 
-__all__ = ["Sketch", "SketchFormatError", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["Sketch", "SketchFormatError", "SketchSignatureError", "FORMAT", "FORMAT_VERSION", "SEQUENTIAL", "PARALLEL"]
 
 FORMAT = "opendp_sketch.Sketch"
 FORMAT_VERSION = 1
 _I64_MAX = (1 << 63) - 1
+#: composition labels of a merged sketch's privacy record
+SEQUENTIAL = "sequential"
+PARALLEL = "parallel (disjoint datasets)"
+_LOSS_KEYS = ("epsilon", "delta", "rho", "loss")
+#: header fields that seal the rest (excluded from what they cover)
+_SEALS = ("sha256", "hmac_sha256")
+#: an entry may always expand to this many bytes, and beyond it at most _MAX_EXPANSION-fold
+_FREE_BYTES = 1 << 20
+_MAX_EXPANSION = 64
+#: feature-map specs: input columns, and public random numbers regenerated (512 MiB of float64)
+_MAX_DIM = 1 << 16
+_MAX_DRAWS = 1 << 26
 
 
 class SketchFormatError(ValueError):
     """A sketch file is unreadable, truncated, tampered with, or of an unknown version."""
 
 
+class SketchSignatureError(SketchFormatError, SignatureError):
+    """A sketch loaded with a key is unsigned, or its signature does not match the key."""
+
+
+def _signed_bytes(meta: dict[str, Any], sum_units: np.ndarray) -> bytes:
+    """What the checksum and the signature cover: the canonical header without them, then the sums."""
+    body = json.dumps({k: v for k, v in meta.items() if k not in _SEALS}, sort_keys=True).encode()
+    return body + np.ascontiguousarray(sum_units, dtype="<i8").tobytes()
+
+
 def _digest(meta: dict[str, Any], sum_units: np.ndarray) -> str:
-    body = json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True).encode()
-    return hashlib.sha256(body + np.ascontiguousarray(sum_units, dtype="<i8").tobytes()).hexdigest()
+    return hashlib.sha256(_signed_bytes(meta, sum_units)).hexdigest()
+
+
+def _parts(record: dict[str, Any], composition: str) -> list[Any]:
+    """The releases in ``record``; one composed the same way is flattened (composition is associative)."""
+    if record.get("composition") == composition and isinstance(record.get("parts"), list):
+        return list(record["parts"])
+    return [record]
+
+
+def _combine(x: Any, y: Any, add: bool) -> Any:
+    """``x + y`` (sequential) or ``max(x, y)`` (parallel) of two losses: numbers or ``(ε, δ)`` pairs."""
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)) and len(x) == len(y):
+        pairs = [_combine(a, b, add) for a, b in zip(x, y)]
+        return None if None in pairs else pairs
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
+    if not numbers:
+        return None
+    return float(x) + float(y) if add else float(max(x, y))
+
+
+def _composed_privacy(a: dict[str, Any], b: dict[str, Any], composition: str) -> dict[str, Any]:
+    """The privacy record of a merge: how the parts compose, their total loss, and the parts."""
+    record: dict[str, Any] = {"composition": composition}
+    keys_a, keys_b = ({k for k in _LOSS_KEYS if k in r} for r in (a, b))
+    same_unit = a.get("measure") == b.get("measure") and a.get("d_in") == b.get("d_in")
+    total = {k: _combine(a[k], b[k], composition == SEQUENTIAL) for k in keys_a} if keys_a == keys_b else {}
+    if keys_a and same_unit and total and None not in total.values():
+        record.update({"measure": a.get("measure"), "d_in": a.get("d_in"), **total})
+    else:
+        record["loss_note"] = (
+            "no total loss: the parts do not state their losses in the same measure at the same privacy unit; "
+            "see parts"
+        )
+    record["parts"] = _parts(a, composition) + _parts(b, composition)
+    return record
+
+
+def _dataset_ids(record: Any) -> set[str]:
+    """Dataset ids named anywhere in a privacy record (releases made through a session carry one)."""
+    if not isinstance(record, dict):
+        return set()
+    ids = {record["dataset_id"]} if isinstance(record.get("dataset_id"), str) else set()
+    for part in record.get("parts") or []:
+        ids |= _dataset_ids(part)
+    return ids
+
+
+def _check_disjoint(a: Sketch, b: Sketch) -> None:
+    if a is b:
+        raise ValueError("a sketch merged with itself is not of disjoint datasets; use disjoint=False")
+    shared = sorted(_dataset_ids(a.privacy) & _dataset_ids(b.privacy))
+    if shared:
+        raise ValueError(
+            f"both sketches hold releases of dataset {shared[0]!r}, so they are not disjoint; "
+            "merge them with disjoint=False (sequential composition)"
+        )
 
 
 @dataclass
@@ -135,36 +214,62 @@ class Sketch:
         )
 
     # -- combining ---------------------------------------------------------------------------
-    def merge(self, other: Sketch) -> Sketch:
-        """Sketch of the union of two disjoint datasets: sums, counts and noise variances add.
+    def merge(self, other: Sketch, *, disjoint: bool = False) -> Sketch:
+        """Sketch of the union of the two released datasets: sums, counts and noise variances add.
 
-        Both must use the same feature map (same fingerprint), bounds and columns. Privacy: the
-        two releases are recorded side by side (parallel composition holds only if the datasets
-        are disjoint, which the caller asserts by merging).
+        Both must use the same feature map (same fingerprint), bounds and columns. The privacy
+        record of the result says how the two losses compose, with the total at its top level:
 
-        :raises ValueError: if the sketches are not compatible
+        * by default, **sequential** composition: the releases may share individuals (two
+          releases of one dataset, or ``sk.merge(sk)``), so losses add (ε adds, ρ adds, and for
+          (ε, δ) both add);
+        * ``disjoint=True``: the caller asserts that no individual is in both datasets:
+          **parallel** composition, the loss is the larger of the two.
+
+        A top-level loss is given when both parts state one in the same measure at the same
+        privacy unit ``d_in``; otherwise the record lists the parts and says why there is none.
+
+        :param other: the other sketch
+        :param disjoint: assert that the two datasets share no individual
+        :raises ValueError: if the sketches are not compatible, or ``disjoint=True`` for two
+            releases that are known to share data (the same sketch, or the same ``dataset_id``)
+        :example:
+
+        >>> import numpy as np, opendp_sketch as dps
+        >>> fm = dps.Histogram(bounds=(0, 1), bins=2, dim=1)
+        >>> a = dps.Sketch(fm, np.array([3, 7]), 10, privacy={"measure": "MaxDivergence", "d_in": 1, "epsilon": 0.5})
+        >>> b = dps.Sketch(fm, np.array([1, 1]), 2, privacy={"measure": "MaxDivergence", "d_in": 1, "epsilon": 0.25})
+        >>> m = a.merge(b)
+        >>> m.privacy["composition"], m.privacy["epsilon"], m.count
+        ('sequential', 0.75, 12)
+        >>> a.merge(b, disjoint=True).privacy["epsilon"]
+        0.5
         """
         if not isinstance(other, Sketch):
             raise ValueError(f"can only merge a Sketch, got {type(other).__name__}")
+        if not isinstance(disjoint, bool):
+            raise ValueError(f"disjoint ({disjoint!r}) must be True or False")
         if self.feature_map != other.feature_map:
             raise ValueError("sketches use different feature maps (fingerprints differ)")
         if self.bounds != other.bounds or self.column_names != other.column_names:
             raise ValueError("sketches were released with different bounds or column names")
+        if disjoint:
+            _check_disjoint(self, other)
         total = [int(a) + int(b) for a, b in zip(self.sum_units, other.sum_units)]
         if any(abs(v) > _I64_MAX for v in total):
             raise ValueError("merged sum exceeds the int64 range")
+        mechanisms = {self.noise.get("mechanism"), other.noise.get("mechanism")}
         noise = {
-            "mechanism": self.noise.get("mechanism") if self.noise.get("mechanism") == other.noise.get("mechanism") else "mixed",
+            "mechanism": mechanisms.pop() if len(mechanisms) == 1 else "mixed",
             "sum_variance": self.sum_variance + other.sum_variance,
             "count_variance": self.count_variance + other.count_variance,
         }
-        parts = [p for s in (self, other) for p in (s.privacy.get("parts") or [s.privacy])]
         return Sketch(
             feature_map=self.feature_map,
             sum_units=np.array(total, dtype=np.int64),
             count=self.count + other.count,
             noise=noise,
-            privacy={"composition": "parallel (disjoint datasets)", "parts": parts},
+            privacy=_composed_privacy(self.privacy, other.privacy, PARALLEL if disjoint else SEQUENTIAL),
             bounds=self.bounds,
             column_names=self.column_names,
         )
@@ -183,22 +288,40 @@ class Sketch:
             "column_names": self.column_names,
         }
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the sketch to ``path`` (a zip of ``meta.json`` bytes and ``sum_units``)."""
+    def save(self, path: str | os.PathLike[str], *, key: bytes | str | None = None) -> None:
+        """Write the sketch to ``path`` (a zip of ``meta.json`` bytes and ``sum_units``).
+
+        :param key: a curator's secret key: the header then carries an HMAC-SHA256 signature of
+            the header and the sums, which :meth:`load` checks when given the same key
+        :raises ValueError: for a key that is not bytes/str of at least 16 bytes
+        """
+        secret = None if key is None else check_key(key)
         meta = self.to_dict()
         meta["sha256"] = _digest(meta, self.sum_units)
+        if secret is not None:
+            meta["hmac_sha256"] = sign(secret, _signed_bytes(meta, self.sum_units))
         header = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
         with open(path, "wb") as f:
             np.savez_compressed(f, meta=header, sum_units=self.sum_units.astype("<i8"))
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Sketch:
-        """Read a sketch written by :meth:`save`, checking format, version, schema and checksum.
+    def load(cls, path: str | os.PathLike[str], *, key: bytes | str | None = None) -> Sketch:
+        """Read a sketch written by :meth:`save`, checking format, version, sizes, schema and checksum.
 
-        :raises SketchFormatError: if the file is unreadable, truncated, tampered with, or of
-            another format or version
+        Nothing is allocated beyond what the file's real size justifies: an entry that would
+        expand more than 64-fold (beyond 1 MiB), or a feature-map spec asking for more than the
+        stored sums support, is refused before it is read or built.
+
+        :param key: the curator's secret key: the file must then carry a matching HMAC-SHA256
+            signature (without a key, a signature is ignored and only the checksum is checked)
+        :raises SketchSignatureError: with a key, if the file is unsigned or signed otherwise
+        :raises SketchFormatError: if the file is unreadable, truncated, tampered with, too large
+            for what it declares, or of another format or version
+        :raises ValueError: for a key that is not bytes/str of at least 16 bytes
         """
+        secret = None if key is None else check_key(key)
         try:
+            size = _byte_size(path)
             z = np.load(path, allow_pickle=False)
         except Exception as e:  # any failure to parse is a format error; nothing is executed
             raise SketchFormatError(f"{path}: not a readable sketch file ({type(e).__name__})") from None
@@ -208,6 +331,9 @@ class Sketch:
             with z:
                 if set(z.files) != {"meta", "sum_units"}:
                     raise SketchFormatError(f"{path}: expected entries meta and sum_units, found {sorted(z.files)}")
+                _check_entry_sizes(z.zip.infolist(), size, path)
+                for info in z.zip.infolist():
+                    _check_array_header(z.zip, info, path)
                 meta = json.loads(z["meta"].tobytes().decode())
                 sum_units = z["sum_units"]
         except SketchFormatError:
@@ -224,10 +350,18 @@ class Sketch:
             raise SketchFormatError(f"{path}: sum_units must be a 1-D int64 array")
         if meta.get("sha256") != _digest(meta, sum_units):
             raise SketchFormatError(f"{path}: checksum mismatch; the file was modified or corrupted")
+        if secret is not None:
+            if "hmac_sha256" not in meta:
+                raise SketchSignatureError(f"{path}: the file is not signed, so it cannot be checked against the key")
+            if not signature_matches(secret, _signed_bytes(meta, sum_units), meta["hmac_sha256"]):
+                raise SketchSignatureError(
+                    f"{path}: the signature does not match the key: signed with another key, or modified"
+                )
         spec = meta.get("feature_map")
         if not isinstance(spec, dict) or not isinstance(spec.get("fingerprint"), str):
             raise SketchFormatError(f"{path}: invalid sketch contents: the feature map spec has no fingerprint")
         try:
+            _check_spec_size(spec, sum_units.size)
             fm = feature_map_from_dict(spec)
             bounds = meta.get("bounds")
             return cls(
@@ -239,8 +373,101 @@ class Sketch:
                 bounds=bounds,
                 column_names=meta.get("column_names"),
             )
-        except (KeyError, TypeError, ValueError, OverflowError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError, MemoryError) as e:
             raise SketchFormatError(f"{path}: invalid sketch contents: {e}") from None
+
+
+def _byte_size(source: Any) -> int:
+    """Bytes in a file path or a seekable file object (its position is kept)."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.path.getsize(source)
+    here = source.tell()
+    end = source.seek(0, os.SEEK_END)
+    source.seek(here)
+    return int(end)
+
+
+def _check_entry_sizes(infos: list[zipfile.ZipInfo], size: int, path: Any) -> None:
+    """Refuse entries that claim more stored bytes than the file has, or expand like a zip bomb."""
+    if sum(i.compress_size for i in infos) > size:
+        raise SketchFormatError(f"{path}: the zip directory claims more bytes than the file holds ({size})")
+    for info in infos:
+        limit = max(_FREE_BYTES, _MAX_EXPANSION * info.compress_size)
+        if info.file_size > limit:
+            raise SketchFormatError(
+                f"{path}: entry {info.filename} would expand {info.compress_size} stored bytes to "
+                f"{info.file_size} (at most {limit} are read)"
+            )
+
+
+def _check_array_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Any) -> None:
+    """Refuse an ``.npy`` entry whose header asks for more elements than the entry holds.
+
+    numpy allocates the array from the header's shape before reading the data, so the shape is
+    checked against the entry's (already bounded) size first.
+    """
+    with archive.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise SketchFormatError(f"{path}: entry {info.filename} has npy format version {version}")
+        header_bytes = f.tell()
+    if dtype.hasobject:  # never unpickled
+        raise SketchFormatError(f"{path}: not a readable sketch file (entry {info.filename} holds Python objects)")
+    items = math.prod(shape)
+    if header_bytes + items * dtype.itemsize != info.file_size:
+        raise SketchFormatError(
+            f"{path}: entry {info.filename} declares {items} items of {dtype.itemsize} bytes but holds "
+            f"{info.file_size - header_bytes} bytes"
+        )
+
+
+def _spec_ints(params: dict[str, Any]) -> list[tuple[str, int]]:
+    """Every integer parameter of a map spec (lists included), except seeds and nested maps."""
+    out = []
+    for name, value in params.items():
+        values = value if isinstance(value, list) else [value]
+        if name != "seed" and name != "feature_map":
+            out += [(name, v) for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return out
+
+
+def _check_spec_size(spec: dict[str, Any], stored: int) -> None:
+    """Refuse a feature-map spec whose sizes the stored sums cannot justify, before building it.
+
+    Every map has at least as many features as any of its size parameters (features, rows,
+    buckets, bins, classes, levels) and regenerates at most ``dim`` × its features public
+    random numbers; so a size above the stored length, a ``dim`` above ``2^16`` or more than
+    ``2^26`` regenerated numbers cannot be a sketch this file holds.
+    """
+    params = spec.get("params")
+    if not isinstance(params, dict):
+        return  # feature_map_from_dict explains the malformed spec
+    bounds = params.get("bounds")
+    dim = params.get("dim")
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        lower = bounds[0] if isinstance(bounds, list) and bounds else None
+        dim = len(lower) if isinstance(lower, list) else 1
+    if dim > _MAX_DIM:
+        raise ValueError(f"the feature map's dim ({dim}) must be at most {_MAX_DIM}")
+    limit = max(stored, dim, 64)
+    for name, value in _spec_ints(params):
+        if value > limit:
+            raise ValueError(
+                f"the feature map's {name} ({value}) exceeds what the {stored} stored features support"
+            )
+    per_dim = {"RFF": "num_features", "SubsampledRFF": "num_features", "QuantizedRFF": "num_features",
+               "RandomQuadratic": "num_features"}.get(spec.get("kind"))
+    draws = dim * int(params.get(per_dim) or 0) if per_dim else 0
+    if spec.get("kind") == "RACE":
+        draws = dim * int(params.get("rows") or 0) * int(params.get("hashes_per_row") or 16)
+    if draws > _MAX_DRAWS:
+        raise ValueError(f"the feature map would regenerate {draws} random numbers (at most {_MAX_DRAWS})")
+    if isinstance(params.get("feature_map"), dict):
+        _check_spec_size(params["feature_map"], stored)
 
 
 def discrete_laplace_variance(scale: float) -> float:

@@ -197,8 +197,14 @@ def test_a_measurement_of_another_measure_is_rejected(path):
         for bad in (0, -1, True):
             with pytest.raises(ValueError, match="positive distance"):
                 s.release(constant_loss(0.1), [1.0], d_in=bad)
-        with pytest.raises(ValueError, match="undefined"):
+        with pytest.raises(ValueError, match=r"must be the privacy unit of dataset 'pure': contributions=1"):
             s.release(BOUNDED >> dp.t.then_sum() >> dp.m.then_laplace(1.0), [1.0], d_in=1.5)
+
+        def unbounded(d_in):
+            raise ValueError("no bound")
+
+        with pytest.raises(ValueError, match="undefined"):
+            s.release(dp.m.make_user_measurement(*BOUNDED, dp.max_divergence(), lambda x: 0.0, unbounded), [1.0])
         assert s.spent == 0.0
     with Session.open(path, "zcdp", rho=1.0) as s:
         with pytest.raises(ValueError, match="zCDP measurement"):
