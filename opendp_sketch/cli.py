@@ -111,16 +111,21 @@ def _inspect(args: argparse.Namespace) -> int:
     from .sketch import Sketch, SketchFormatError
 
     try:
-        sk = Sketch.load(args.path)
-    except (SketchFormatError, FileNotFoundError) as e:
+        key = None if args.key_file is None else Path(args.key_file).read_bytes()
+        sk = Sketch.load(args.path, key=key)
+    except (SketchFormatError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    privacy = sk.privacy
     info = {
         "feature_map": sk.feature_map.to_dict(),
         "num_features": sk.feature_map.num_features,
         "count": sk.count,
         "noise": sk.noise,
-        "privacy": sk.privacy,
+        "privacy": privacy,
+        # a merged sketch: how its parts compose (sequential unless declared disjoint) and the total
+        "composition": privacy.get("composition", "single release"),
+        "signature": "valid (HMAC-SHA256, --key-file)" if key is not None else "not checked (give --key-file)",
         "bounds": sk.bounds,
         "column_names": sk.column_names,
     }
@@ -268,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo.set_defaults(func=_demo)
     p_insp = sub.add_parser("inspect", help="show what a sketch file holds and its privacy parameters")
     p_insp.add_argument("path", help="a file written by Sketch.save")
+    p_insp.add_argument(
+        "--key-file", help="file holding the curator's secret key: the sketch must carry a matching signature"
+    )
     p_insp.set_defaults(func=_inspect)
 
     p_rel = sub.add_parser("release", help="release a sketch of a CSV/Parquet file (streamed) to a sketch file")
