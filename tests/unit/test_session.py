@@ -325,3 +325,96 @@ def test_verify_ledger_detects_an_inconsistent_record(path):
     report = verify_ledger(path)
     assert not report["ok"] and not report["datasets"]["ds"]["spent_matches"]
     assert rows(path, "PRAGMA journal_mode") == [("wal",)]
+
+
+# -- the privacy unit (finding 4 of issue 13) -------------------------------------------------------
+
+
+def test_the_privacy_unit_is_fixed_when_the_dataset_is_created(path, data2d, hist2d):
+    with Session.open(path, "ds", epsilon=10.0, contributions=3) as s:
+        assert s.contributions == 3
+        sk = s.release_sketch(data2d, hist2d, bounds=(0.0, 1.0), epsilon=1.0)  # at the dataset's unit
+        assert sk.privacy["d_in"] == 3 and "loss" not in sk.privacy and 0.99 < sk.privacy["epsilon"] <= 1.0
+        with pytest.raises(ValueError, match=r"contributions \(1\) must be the privacy unit of dataset 'ds': "
+                                             r"contributions=3"):
+            s.release_sketch(data2d, hist2d, bounds=(0.0, 1.0), epsilon=1.0, contributions=1)
+        with pytest.raises(ValueError, match=r"d_in \(1\) must be the privacy unit .* contributions=3"):
+            s.release(constant_loss(0.1), [1.0], d_in=1)
+        s.release(constant_loss(0.5), [1.0])  # charged at d_in = 3: 1.5
+        assert s.spent == pytest.approx(sk.privacy["epsilon"] + 1.5)
+        assert s.releases()["d_in"].to_list() == ["3", "3"]
+    with pytest.raises(LedgerError, match="has the privacy unit contributions=3 .* cannot be reopened with "
+                                          "contributions=1"):
+        Session.open(path, "ds", contributions=1)
+    with Session.open(path, "ds") as again, Session.open(path, "ds", epsilon=10.0, contributions=3) as same:
+        assert again.contributions == same.contributions == 3
+    with Session.open(path, "other", epsilon=1.0) as default:
+        assert default.contributions == 1
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="contributions"):
+            Session.open(path, "new", epsilon=1.0, contributions=bad)
+
+
+# -- the file -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a#b.db", "c%41.db", "d?mode=rw.db", "e f.db"])
+def test_verify_ledger_opens_exactly_the_named_file(tmp_path, name):
+    """Finding 8: the read-only URI is percent-encoded, so '#', '%41' or '?' open this file only."""
+    path = tmp_path / name
+    with Session.open(path, "ds", epsilon=1.0) as s:
+        s.release(constant_loss(0.25), [1.0])
+    report = verify_ledger(path)
+    assert report["ok"] and report["datasets"]["ds"]["releases"] == 1
+    # no other file opened or created (SQLite's WAL companions of this file only)
+    assert {p.name for p in tmp_path.iterdir()} <= {name, f"{name}-wal", f"{name}-shm"}
+
+
+_V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE datasets (dataset_id TEXT PRIMARY KEY, budget TEXT NOT NULL, total_loss REAL NOT NULL,
+    total_delta REAL NOT NULL, spent_loss TEXT NOT NULL, spent_delta TEXT NOT NULL, created TEXT NOT NULL);
+CREATE TABLE releases (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset_id TEXT NOT NULL, kind TEXT NOT NULL,
+    created TEXT NOT NULL, d_in TEXT NOT NULL, loss REAL NOT NULL, delta REAL NOT NULL, summary TEXT NOT NULL,
+    description TEXT, result TEXT);
+CREATE TABLE sketches (release_id INTEGER PRIMARY KEY, map_kind TEXT NOT NULL, fingerprint TEXT NOT NULL,
+    num_features INTEGER NOT NULL, blob BLOB NOT NULL);
+CREATE TABLE postprocessing (id INTEGER PRIMARY KEY AUTOINCREMENT, release_id INTEGER NOT NULL,
+    created TEXT NOT NULL, description TEXT NOT NULL);
+INSERT INTO meta VALUES ('format', 'opendp_sketch.ledger'), ('version', '1');
+"""
+
+
+def _v1_ledger(path, releases, spent):
+    """A version-1 ledger file (no chain, no unit) with dataset 'ds' at ε = 1."""
+    with sqlite3.connect(path) as con:
+        con.executescript(_V1_SCHEMA)
+        con.execute("INSERT INTO datasets VALUES ('ds', 'epsilon', 1.0, 0.0, ?, '0', '2024-01-01T00:00:00+00:00')",
+                    (spent,))
+        for d_in, loss in releases:
+            con.execute("INSERT INTO releases (dataset_id, kind, created, d_in, loss, delta, summary) "
+                        "VALUES ('ds', 'measurement', '2024-01-02T00:00:00+00:00', ?, ?, 0.0, 'x')", (d_in, loss))
+
+
+def test_a_version_1_ledger_is_upgraded_when_opened(path):
+    _v1_ledger(path, [("2", 0.25), ("2", 0.25)], "1/2")
+    assert not verify_ledger(path)["ok"]  # nothing chained to verify yet
+    with Session.open(path, "ds") as s:
+        assert s.spent == 0.5 and s.contributions == 2
+        s.release(constant_loss(0.125), [1.0])  # at d_in = 2: 0.25
+        assert s.spent == 0.75
+    report = verify_ledger(path)
+    assert report["ok"] and report["version"] == "2" and report["datasets"]["ds"]["releases"] == 3
+
+
+def test_a_version_1_ledger_that_mixed_units_is_refused(path):
+    _v1_ledger(path, [("3", 0.25), ("1", 0.25)], "1/2")
+    with pytest.raises(LedgerError, match=r"released at d_in=1, not at the dataset's privacy unit \(3\)"):
+        Session.open(path, "ds")
+
+
+def test_an_inconsistent_version_1_ledger_is_not_upgraded(path):
+    _v1_ledger(path, [("1", 0.25)], "-100")
+    with pytest.raises(LedgerError, match=r"records spent \(-100, 0\) but its releases sum to"):
+        Session.open(path, "ds")
+    assert rows(path, "SELECT value FROM meta WHERE key = 'version'") == [("1",)]  # rolled back

@@ -558,3 +558,153 @@ def test_sketch_rejects_bad_sum_units():
         dps.Sketch(feature_map=fm, sum_units=np.arange(8), count=1)
     with pytest.raises(ValueError, match=r"^sum_units must be 9 integers, got shape \(9,\) of float64$"):
         dps.Sketch(feature_map=fm, sum_units=np.zeros(9), count=1)
+
+
+# -- merge: how the losses compose (finding 5 of issue 13) ----------------------------------------
+
+
+def _released(fm, seed, **privacy):
+    return _sketch(fm, seed, privacy={"measure": "MaxDivergence", "d_in": 1, **privacy})
+
+
+def test_merge_is_sequential_by_default_with_a_total_loss(tmp_path):
+    fm = ALL_MAPS["RFF"]()
+    a, b = _released(fm, 1, epsilon=0.5), _released(fm, 2, epsilon=0.25)
+    m = a.merge(b)
+    assert m.privacy["composition"] == "sequential" and m.privacy["epsilon"] == 0.75
+    assert m.privacy["measure"] == "MaxDivergence" and m.privacy["d_in"] == 1
+    itself = a.merge(a)  # the same release twice: its loss counts twice
+    assert itself.privacy["composition"] == "sequential" and itself.privacy["epsilon"] == 1.0
+    m.save(tmp_path / "m.npz")
+    assert dps.Sketch.load(tmp_path / "m.npz").privacy == m.privacy
+
+
+def test_merge_declared_disjoint_is_parallel():
+    fm = ALL_MAPS["RFF"]()
+    a, b, c = _released(fm, 1, epsilon=0.5), _released(fm, 2, epsilon=0.25), _released(fm, 3, epsilon=0.75)
+    m = a.merge(b, disjoint=True)
+    assert m.privacy["composition"] == "parallel (disjoint datasets)" and m.privacy["epsilon"] == 0.5
+    assert m.merge(c, disjoint=True).privacy["epsilon"] == 0.75  # flattened: 3 parts, max
+    assert len(m.merge(c, disjoint=True).privacy["parts"]) == 3
+    nested = m.merge(c)  # sequential over a parallel pair: 0.5 + 0.75
+    assert nested.privacy["epsilon"] == 1.25 and nested.privacy["parts"][0]["composition"].startswith("parallel")
+
+
+def test_merge_of_one_dataset_cannot_be_declared_disjoint():
+    fm = ALL_MAPS["Histogram"]()
+    a = _released(fm, 1, epsilon=0.5, dataset_id="survey", release_id=1)
+    b = _released(fm, 2, epsilon=0.5, dataset_id="survey", release_id=2)
+    with pytest.raises(ValueError, match="both sketches hold releases of dataset 'survey', so they are not disjoint"):
+        a.merge(b, disjoint=True)
+    with pytest.raises(ValueError, match="a sketch merged with itself is not of disjoint datasets"):
+        a.merge(a, disjoint=True)
+    with pytest.raises(ValueError, match="disjoint"):
+        a.merge(b, disjoint="yes")
+    assert a.merge(b).privacy["epsilon"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "pa, pb, total",
+    [
+        ({"measure": "Approximate(MaxDivergence)", "epsilon": 0.5, "delta": 1e-6},
+         {"measure": "Approximate(MaxDivergence)", "epsilon": 0.25, "delta": 2e-6}, {"epsilon": 0.75, "delta": 3e-6}),
+        ({"measure": "ZeroConcentratedDivergence", "rho": 0.125}, {"measure": "ZeroConcentratedDivergence", "rho": 0.5},
+         {"rho": 0.625}),
+        ({"measure": "MaxDivergence", "loss": 0.5}, {"measure": "MaxDivergence", "loss": 0.25}, {"loss": 0.75}),
+    ],
+    ids=["epsilon-delta", "rho", "context-loss"],
+)
+def test_merge_adds_every_component_of_the_loss(pa, pb, total):
+    fm = ALL_MAPS["Moments"]()
+    m = _sketch(fm, 1, privacy={"d_in": 1, **pa}).merge(_sketch(fm, 2, privacy={"d_in": 1, **pb}))
+    assert {k: m.privacy[k] for k in total} == pytest.approx(total)
+
+
+def test_merge_of_incomparable_losses_has_no_total():
+    fm = ALL_MAPS["Moments"]()
+    pure = _released(fm, 1, epsilon=0.5)
+    for other in (
+        _sketch(fm, 2, privacy={"measure": "ZeroConcentratedDivergence", "d_in": 1, "rho": 0.1}),
+        _sketch(fm, 3, privacy={"measure": "MaxDivergence", "d_in": 3, "epsilon": 0.5}),
+        _sketch(fm, 4, privacy={}),
+    ):
+        m = pure.merge(other)
+        assert "epsilon" not in m.privacy and "rho" not in m.privacy and "no total loss" in m.privacy["loss_note"]
+        assert m.privacy["parts"] == [pure.privacy, other.privacy]
+
+
+# -- bounded loading (finding 7 of issue 13) ---------------------------------------------------------
+
+
+def _peak_bytes(load) -> tuple[int, Exception]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(dps.SketchFormatError) as info:
+            load()
+        return tracemalloc.get_traced_memory()[1], info.value
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path, saved):
+    _, sk, _ = saved
+    meta = sk.to_dict()
+    bomb = np.zeros(20_000_000, dtype="<i8")  # 160 MB of zeros deflate to ~0.16 MB
+    meta["sha256"] = _digest(meta, bomb)
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), sum_units=bomb)
+    del bomb
+    assert path.stat().st_size < 300_000
+    peak, err = _peak_bytes(lambda: dps.Sketch.load(path))
+    assert "would expand" in str(err) and peak < 8_000_000
+
+
+def test_an_npy_header_asking_for_a_huge_array_is_refused_before_allocating(tmp_path, saved):
+    _, sk, _ = saved
+    meta = json.dumps(sk.to_dict()).encode()
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(1, dtype="<i8"))
+    header["shape"] = (20_000_000,)  # the entry holds 8 bytes of data
+    body = io.BytesIO()
+    np.lib.format.write_array_header_1_0(body, header)
+    body.write(b"\x00" * 8)
+    path = tmp_path / "shape.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        buf = io.BytesIO()
+        np.save(buf, np.frombuffer(meta, dtype=np.uint8))
+        zf.writestr("meta.npy", buf.getvalue())
+        zf.writestr("sum_units.npy", body.getvalue())
+    peak, err = _peak_bytes(lambda: dps.Sketch.load(path))
+    assert "declares 20000000 items of 8 bytes but holds 8 bytes" in str(err) and peak < 8_000_000
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"dim": 1 << 20, "num_features": 1 << 40}, r"dim \(1048576\) must be at most 65536"),
+        ({"dim": 3, "num_features": 1 << 40}, r"num_features \(1099511627776\) exceeds what the 10 stored features"),
+        ({"dim": 60_000, "num_features": 10}, None),  # fits the size rules: built, then the fingerprint differs
+    ],
+    ids=["huge-dim", "huge-features", "plausible"],
+)
+def test_a_huge_feature_map_spec_is_a_format_error(tmp_path, saved, params, match):
+    _, sk, _ = saved
+    meta = sk.to_dict()
+    meta["feature_map"]["params"].update(params)
+    _write(tmp_path / "huge.npz", meta, sk.sum_units)
+    peak, err = _peak_bytes(lambda: dps.Sketch.load(tmp_path / "huge.npz"))
+    assert "invalid sketch contents" in str(err) and peak < 64_000_000
+    if match:
+        import re
+
+        assert re.search(match, str(err))
+
+
+def test_regenerated_draws_are_bounded(tmp_path):
+    fm = dps.RACE(dim=3, rows=2, buckets=5, seed=1)
+    sk = dps.Sketch(fm, np.arange(10), 4)
+    meta = sk.to_dict()
+    meta["feature_map"]["params"].update(dim=60_000, rows=1000, hashes_per_row=10)
+    _write(tmp_path / "race.npz", meta, sk.sum_units)
+    _load_fails(tmp_path / "race.npz", r"would regenerate 600000000 random numbers \(at most 67108864\)")
