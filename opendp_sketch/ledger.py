@@ -120,9 +120,7 @@ _V2_COLUMNS = {
 _DATASET_COLUMNS = (
     "dataset_id, budget, total_loss, total_delta, spent_loss, spent_delta, created, unit, signed, head, mac"
 )
-_RELEASE_COLUMNS = (
-    "id, seq, prev_hash, hash, mac, kind, created, d_in, loss, delta, summary, description, result, sketch_sha256"
-)
+_RELEASE_COLUMNS = "id, seq, prev_hash, hash, mac, kind, created, d_in, loss, delta, summary, description, result, sketch_sha256"
 
 #: a loss as exact fractions: ``(ε or ρ, δ)``; δ is 0 unless the budget is (ε, δ)
 Loss = tuple[Fraction, Fraction]
@@ -169,7 +167,9 @@ def _hex(x: Any) -> str:
     return float(x).hex()
 
 
-def _genesis(ds: str, budget: str, total_loss: Any, total_delta: Any, unit: Any, signed: Any, created: str) -> str:
+def _genesis(
+    ds: str, budget: str, total_loss: Any, total_delta: Any, unit: Any, signed: Any, created: str
+) -> str:
     """The hash a dataset's chain starts from: it binds the budget, the unit and the signing mode."""
     record = [_CHAIN_TAG, "dataset", ds, budget, _hex(total_loss), _hex(total_delta), unit, signed, created]
     return hashlib.sha256(_canonical(record)).hexdigest()
@@ -221,11 +221,15 @@ class DatasetRecord:
         return (self.total[0] - self.spent[0], self.total[1] - self.spent[1])
 
 
-def _audit(con: sqlite3.Connection, dataset_id: str, key: bytes | None) -> tuple[DatasetRecord | None, list[str]]:
+def _audit(
+    con: sqlite3.Connection, dataset_id: str, key: bytes | None
+) -> tuple[DatasetRecord | None, list[str]]:
     """``dataset_id``'s record with the spent budget recomputed from its chained rows, and every
     problem found (an empty list when the chain, the stored cache and, with ``key``, the
     signatures all agree). Reads inside the caller's transaction (one snapshot)."""
-    row = con.execute(f"SELECT {_DATASET_COLUMNS} FROM datasets WHERE dataset_id = ?", (dataset_id,)).fetchone()
+    row = con.execute(
+        f"SELECT {_DATASET_COLUMNS} FROM datasets WHERE dataset_id = ?", (dataset_id,)
+    ).fetchone()
     if row is None:
         return None, []
     ds, budget, tl, td, sl, sd, created, unit, signed, head, mac = row
@@ -239,28 +243,40 @@ def _audit(con: sqlite3.Connection, dataset_id: str, key: bytes | None) -> tuple
     if key is not None and signed != 1:
         problems.append(f"{where} was created without a key: it has no signatures to check against one")
     prev, spent, seen = genesis, [Fraction(0), Fraction(0)], set()
-    rows = con.execute(f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset_id = ? ORDER BY id", (ds,)).fetchall()
+    rows = con.execute(
+        f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset_id = ? ORDER BY id", (ds,)
+    ).fetchall()
     for position, (rid, seq, prev_hash, row_hash, row_mac, *content) in enumerate(rows, start=1):
         label = f"{where}, release row id {rid} (seq {seq})"
         if seq in seen:
             problems.append(f"{label}: repeats seq {seq}: a replayed (duplicated) row")
         elif seq != position:
-            problems.append(f"{label}: found at position {position} of the chain: rows were deleted or reordered")
+            problems.append(
+                f"{label}: found at position {position} of the chain: rows were deleted or reordered"
+            )
         seen.add(seq)
         if prev_hash != prev:
-            start = "the dataset record (budget, unit or creation) was modified" if position == 1 else (
-                "a row before it was deleted, inserted or reordered"
+            start = (
+                "the dataset record (budget, unit or creation) was modified"
+                if position == 1
+                else ("a row before it was deleted, inserted or reordered")
             )
             problems.append(f"{label}: does not follow the previous hash of the chain: {start}")
         try:
-            expected = _release_hash(prev_hash if isinstance(prev_hash, str) else prev, ds, seq, rid, tuple(content))
+            expected = _release_hash(
+                prev_hash if isinstance(prev_hash, str) else prev, ds, seq, rid, tuple(content)
+            )
             loss, delta = Fraction(content[3]), Fraction(content[4])
         except (TypeError, ValueError) as e:
             problems.append(f"{label}: its contents are not valid ({e})")
             continue
         if row_hash != expected:
             problems.append(f"{label}: its contents do not match its hash: the row was modified")
-        if key is not None and signed == 1 and not signature_matches(key, _release_message(expected), row_mac):
+        if (
+            key is not None
+            and signed == 1
+            and not signature_matches(key, _release_message(expected), row_mac)
+        ):
             problems.append(f"{label}: its signature is missing or does not match the key")
         if _unit_of(content[2]) != unit:
             problems.append(
@@ -274,7 +290,8 @@ def _audit(con: sqlite3.Connection, dataset_id: str, key: bytes | None) -> tuple
         problems.append(
             f"{where}: its head hash does not match the end of its chain: the last release(s) were deleted, "
             "or the dataset record was modified"
-            if rows else f"{where}: the dataset record (budget, unit or creation) was modified"
+            if rows
+            else f"{where}: the dataset record (budget, unit or creation) was modified"
         )
     try:
         stored = (Fraction(sl), Fraction(sd))
@@ -287,17 +304,23 @@ def _audit(con: sqlite3.Connection, dataset_id: str, key: bytes | None) -> tuple
         )
     if spent[0] > total[0] or spent[1] > total[1]:
         problems.append(f"{where}: its chained releases spend {describe(budget, spent)}, over the total")
-    if key is not None and signed == 1 and not signature_matches(
-        key, _head_message(ds, genesis, head, len(rows), sl, sd), mac
+    if (
+        key is not None
+        and signed == 1
+        and not signature_matches(key, _head_message(ds, genesis, head, len(rows), sl, sd), mac)
     ):
         problems.append(f"{where}: the dataset record's signature is missing or does not match the key")
-    record = DatasetRecord(ds, budget, total, (spent[0], spent[1]), unit, signed == 1, prev, len(rows), genesis)
+    record = DatasetRecord(
+        ds, budget, total, (spent[0], spent[1]), unit, signed == 1, prev, len(rows), genesis
+    )
     return record, problems
 
 
 def _tamper_error(path: str, problems: list[str]) -> LedgerError:
     more = f" (and {len(problems) - 3} more problems)" if len(problems) > 3 else ""
-    return LedgerError(f"{path}: the ledger was tampered with or is inconsistent: {'; '.join(problems[:3])}{more}")
+    return LedgerError(
+        f"{path}: the ledger was tampered with or is inconsistent: {'; '.join(problems[:3])}{more}"
+    )
 
 
 class Ledger:
@@ -392,7 +415,10 @@ class Ledger:
                 "FROM releases r LEFT JOIN sketches s ON s.release_id = r.id WHERE r.dataset_id = ? ORDER BY r.id",
                 (ds,),
             ).fetchall()
-            summed = (sum((Fraction(r[4]) for r in rows), Fraction(0)), sum((Fraction(r[5]) for r in rows), Fraction(0)))
+            summed = (
+                sum((Fraction(r[4]) for r in rows), Fraction(0)),
+                sum((Fraction(r[5]) for r in rows), Fraction(0)),
+            )
             if (Fraction(sl), Fraction(sd)) != summed:
                 raise LedgerError(
                     f"{self.path}: version-1 dataset {ds!r} records spent ({sl}, {sd}) but its releases sum to "
@@ -400,7 +426,18 @@ class Ledger:
                 )
             unit = max([u for u in (_unit_of(r[3]) for r in rows) if u is not None], default=1)
             prev = genesis = _genesis(ds, budget, tl, td, unit, signed, created)
-            for seq, (rid, kind, rcreated, d_in, loss, delta, summary, description, result, blob) in enumerate(rows, 1):
+            for seq, (
+                rid,
+                kind,
+                rcreated,
+                d_in,
+                loss,
+                delta,
+                summary,
+                description,
+                result,
+                blob,
+            ) in enumerate(rows, 1):
                 digest = None if blob is None else hashlib.sha256(blob).hexdigest()
                 content = (kind, rcreated, d_in, loss, delta, summary, description, result, digest)
                 row_hash = _release_hash(prev, ds, seq, rid, content)
@@ -481,7 +518,11 @@ class Ledger:
         return record
 
     def ensure_dataset(
-        self, dataset_id: str, budget: str | None, total: tuple[float, float] | None, contributions: int | None = None
+        self,
+        dataset_id: str,
+        budget: str | None,
+        total: tuple[float, float] | None,
+        contributions: int | None = None,
     ) -> DatasetRecord:
         """Create ``dataset_id`` with ``total`` and privacy unit ``contributions`` (default 1), or
         check that its stored total and unit are the same.
@@ -502,14 +543,27 @@ class Ledger:
                         "(epsilon=, epsilon= and delta=, or rho=) to create it"
                     )
                 unit, signed, created = contributions or 1, int(self.signing), _now()
-                genesis = _genesis(dataset_id, budget, float(total[0]), float(total[1]), unit, signed, created)
+                genesis = _genesis(
+                    dataset_id, budget, float(total[0]), float(total[1]), unit, signed, created
+                )
                 con.execute(
                     f"INSERT INTO datasets ({_DATASET_COLUMNS}) VALUES (?, ?, ?, ?, '0', '0', ?, ?, ?, ?, ?)",
-                    (dataset_id, budget, float(total[0]), float(total[1]), created, unit, signed, genesis,
-                     self._sign(_head_message(dataset_id, genesis, genesis, 0, "0", "0"))),
+                    (
+                        dataset_id,
+                        budget,
+                        float(total[0]),
+                        float(total[1]),
+                        created,
+                        unit,
+                        signed,
+                        genesis,
+                        self._sign(_head_message(dataset_id, genesis, genesis, 0, "0", "0")),
+                    ),
                 )
                 return self.dataset(dataset_id, con)  # type: ignore[return-value]
-        if budget is not None and (rec.budget != budget or rec.total != (Fraction(total[0]), Fraction(total[1]))):
+        if budget is not None and (
+            rec.budget != budget or rec.total != (Fraction(total[0]), Fraction(total[1]))
+        ):
             raise LedgerError(
                 f"dataset {dataset_id!r} already has a total budget of {describe(rec.budget, rec.total)} in "
                 f"{self.path}; it cannot be reopened with {describe(budget, total)}"
@@ -568,7 +622,17 @@ class Ledger:
         rid = self.next_release_id(con) if release_id is None else int(release_id)
         seq = rec.releases + 1
         digest = None if sketch is None else hashlib.sha256(sketch[3]).hexdigest()
-        content = (kind, _now(), str(d_in), float(loss[0]), float(loss[1]), summary, description, result, digest)
+        content = (
+            kind,
+            _now(),
+            str(d_in),
+            float(loss[0]),
+            float(loss[1]),
+            summary,
+            description,
+            result,
+            digest,
+        )
         row_hash = _release_hash(rec.head, rec.dataset_id, seq, rid, content)
         con.execute(
             f"INSERT INTO releases (dataset_id, {_RELEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -579,8 +643,13 @@ class Ledger:
         sl, sd = str(spent[0]), str(spent[1])
         con.execute(
             "UPDATE datasets SET spent_loss = ?, spent_delta = ?, head = ?, mac = ? WHERE dataset_id = ?",
-            (sl, sd, row_hash, self._sign(_head_message(rec.dataset_id, rec.genesis, row_hash, seq, sl, sd)),
-             rec.dataset_id),
+            (
+                sl,
+                sd,
+                row_hash,
+                self._sign(_head_message(rec.dataset_id, rec.genesis, row_hash, seq, sl, sd)),
+                rec.dataset_id,
+            ),
         )
         return rid
 
@@ -607,9 +676,12 @@ class Ledger:
     def log_postprocessing(self, dataset_id: str, release_id: int, description: str) -> int:
         """Log an analysis of release ``release_id`` (free: no budget changes)."""
         with self.transaction() as con:
-            if con.execute(
-                "SELECT 1 FROM releases WHERE id = ? AND dataset_id = ?", (release_id, dataset_id)
-            ).fetchone() is None:
+            if (
+                con.execute(
+                    "SELECT 1 FROM releases WHERE id = ? AND dataset_id = ?", (release_id, dataset_id)
+                ).fetchone()
+                is None
+            ):
                 raise ValueError(f"release {release_id!r} is not a release of dataset {dataset_id!r}")
             cur = con.execute(
                 "INSERT INTO postprocessing (release_id, created, description) VALUES (?, ?, ?)",
@@ -689,7 +761,9 @@ def _verify_dataset(con: sqlite3.Connection, ds: str, key: bytes | None) -> dict
     record, problems = _audit(con, ds, key)
     if record is None:
         return {"problems": problems}
-    stored = con.execute("SELECT spent_loss, spent_delta FROM datasets WHERE dataset_id = ?", (ds,)).fetchone()
+    stored = con.execute(
+        "SELECT spent_loss, spent_delta FROM datasets WHERE dataset_id = ?", (ds,)
+    ).fetchone()
     sketches = con.execute(
         "SELECT r.id, r.sketch_sha256, s.blob FROM releases r LEFT JOIN sketches s ON s.release_id = r.id "
         "WHERE r.dataset_id = ? AND r.kind = 'sketch' ORDER BY r.id",
@@ -701,7 +775,9 @@ def _verify_dataset(con: sqlite3.Connection, ds: str, key: bytes | None) -> dict
             missing += 1
             problems.append(f"dataset {ds!r}, release row id {rid}: its sketch is missing from the store")
         elif hashlib.sha256(blob).hexdigest() != digest:
-            problems.append(f"dataset {ds!r}, release row id {rid}: the stored sketch is not the one released")
+            problems.append(
+                f"dataset {ds!r}, release row id {rid}: the stored sketch is not the one released"
+            )
     try:
         spent_matches = (Fraction(stored[0]), Fraction(stored[1])) == record.spent
     except (TypeError, ValueError, ZeroDivisionError):

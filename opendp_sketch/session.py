@@ -309,7 +309,9 @@ class Session:
         measurement = self._lift(measurement)
         if description is not None and not isinstance(description, str):
             raise ValueError(f"description ({description!r}) must be a string")
-        summary = f"{type(measurement.output_measure).__name__} measurement on {measurement.input_domain}"[:200]
+        summary = f"{type(measurement.output_measure).__name__} measurement on {measurement.input_domain}"[
+            :200
+        ]
         if d_in is not None:
             self._unit("d_in", d_in)
         return self._release(measurement, data, summary, description)
@@ -374,16 +376,22 @@ class Session:
         >>> s.load_sketch(sk.privacy["release_id"]).feature_map == fm, s.remaining >= 0.75 - 1e-9
         (True, True)
         """
-        contributions = self._unit("contributions", self.contributions if contributions is None else contributions)
+        contributions = self._unit(
+            "contributions", self.contributions if contributions is None else contributions
+        )
         measure, d_out, budget, count_fraction = _release_arguments(
             feature_map, contributions, epsilon, delta, rho, count_fraction
         )
         if budget != self.budget and not (budget == "epsilon" and self.budget == "epsilon_delta"):
-            raise ValueError(f"this session accounts {self._budget_words()}: give the release's share as such")
+            raise ValueError(
+                f"this session accounts {self._budget_words()}: give the release's share as such"
+            )
         X, source = _memory_source(data, feature_map, bounds, impute, column_names, None)
 
         def build(scale: float) -> dp.Measurement:
-            return source >> then_private_sketch(measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+            return source >> then_private_sketch(
+                measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
+            )
 
         delta_arg = delta if budget == "epsilon_delta" else None
         meas = self._lift(_search_measurement(build, feature_map, budget, d_out, contributions, delta_arg))
@@ -393,7 +401,9 @@ class Session:
 
     def _unit(self, name: str, value: Any) -> int:
         """``value`` if it is the dataset's privacy unit, else a clear refusal."""
-        if isinstance(value, bool) or (isinstance(value, (int, float, np.integer, np.floating)) and not value > 0):
+        if isinstance(value, bool) or (
+            isinstance(value, (int, float, np.integer, np.floating)) and not value > 0
+        ):
             # a zero distance would make any measurement look free
             raise ValueError(f"{name} ({value!r}) must be a positive distance (the privacy unit)")
         if not isinstance(value, (int, float, np.integer, np.floating)) or value != self.contributions:
@@ -405,9 +415,11 @@ class Session:
         return self.contributions
 
     def _budget_words(self) -> str:
-        return {"epsilon": "pure ε (epsilon=)", "epsilon_delta": "(ε, δ) (epsilon=, delta=)", "rho": "ρ (rho=)"}[
-            self.budget
-        ]
+        return {
+            "epsilon": "pure ε (epsilon=)",
+            "epsilon_delta": "(ε, δ) (epsilon=, delta=)",
+            "rho": "ρ (rho=)",
+        }[self.budget]
 
     def _release(self, meas: dp.Measurement, data: Any, summary: str, description: str | None) -> Any:
         """Filter, release, record, commit — all under the ledger's write lock, at the dataset's unit."""
@@ -442,19 +454,31 @@ class Session:
             stored = None
             if is_sketch:
                 # the loss at the session's unit replaces any the measurement recorded at d_in = 1
-                kept = {k: v for k, v in value.privacy.items() if k not in ("loss", "epsilon", "delta", "rho")}
+                kept = {
+                    k: v for k, v in value.privacy.items() if k not in ("loss", "epsilon", "delta", "rho")
+                }
                 value.privacy = {
-                    **kept, "measure": str(meas.output_measure), "d_in": d_in,
+                    **kept,
+                    "measure": str(meas.output_measure),
+                    "d_in": d_in,
                     **_spent(self.budget, self._opendp_form(loss)),
-                    "dataset_id": self.dataset_id, "release_id": release_id,
+                    "dataset_id": self.dataset_id,
+                    "release_id": release_id,
                 }
                 fm = value.feature_map
                 blob = sketch_to_bytes(value, key=self._key)
                 stored = (type(fm).__name__, fm.fingerprint(), fm.num_features, blob)
             self.ledger.record_release(
-                con, rec, "sketch" if is_sketch else "measurement", d_in, (Fraction(loss[0]), Fraction(loss[1])),
-                summary, description, None if is_sketch else _result_json(value),
-                release_id=release_id, sketch=stored,
+                con,
+                rec,
+                "sketch" if is_sketch else "measurement",
+                d_in,
+                (Fraction(loss[0]), Fraction(loss[1])),
+                summary,
+                description,
+                None if is_sketch else _result_json(value),
+                release_id=release_id,
+                sketch=stored,
             )
         self.last_release_id = release_id
         return value
@@ -476,7 +500,9 @@ class Session:
         name = f"{self.ledger.path}: sketch {int(release_id)}"
         sketch = sketch_from_bytes(blob, name)
         if hashlib.sha256(blob).hexdigest() != digest:
-            raise SketchFormatError(f"{name}: the stored bytes are not those its release row records (replaced)")
+            raise SketchFormatError(
+                f"{name}: the stored bytes are not those its release row records (replaced)"
+            )
         return sketch
 
     def log_postprocessing(self, release_id: int, description: str) -> int:
@@ -514,7 +540,9 @@ class Session:
             (self.dataset_id,),
         )
         cols = list(zip(*rows)) if rows else [[] for _ in range(8)]
-        loss_cols = {"epsilon": ["epsilon"], "epsilon_delta": ["epsilon", "delta"], "rho": ["rho"]}[self.budget]
+        loss_cols = {"epsilon": ["epsilon"], "epsilon_delta": ["epsilon", "delta"], "rho": ["rho"]}[
+            self.budget
+        ]
         frame = pl.DataFrame(
             {
                 "id": pl.Series(cols[0], dtype=pl.Int64),

@@ -42,7 +42,9 @@ def check_key(key: Any) -> bytes:
         raise ValueError(f"key must be bytes or str, got {type(key).__name__}")
     key = bytes(key)
     if len(key) < MIN_KEY_BYTES:
-        raise ValueError(f"key must have at least {MIN_KEY_BYTES} bytes (got {len(key)}), e.g. secrets.token_bytes(32)")
+        raise ValueError(
+            f"key must have at least {MIN_KEY_BYTES} bytes (got {len(key)}), e.g. secrets.token_bytes(32)"
+        )
     return key
 
 

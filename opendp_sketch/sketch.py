@@ -20,7 +20,15 @@ import numpy as np
 from .features.base import FeatureMap, feature_map_from_dict
 from .signing import SignatureError, check_key, sign, signature_matches
 
-__all__ = ["Sketch", "SketchFormatError", "SketchSignatureError", "FORMAT", "FORMAT_VERSION", "SEQUENTIAL", "PARALLEL"]
+__all__ = [
+    "Sketch",
+    "SketchFormatError",
+    "SketchSignatureError",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "SEQUENTIAL",
+    "PARALLEL",
+]
 
 FORMAT = "opendp_sketch.Sketch"
 FORMAT_VERSION = 1
@@ -158,8 +166,10 @@ class Sketch:
         d = self.feature_map.input_dim
         if self.bounds is not None:
             b = self.bounds
-            if not isinstance(b, (tuple, list)) or len(b) != 2 or any(
-                not isinstance(side, (list, tuple, np.ndarray)) or len(side) != d for side in b
+            if (
+                not isinstance(b, (tuple, list))
+                or len(b) != 2
+                or any(not isinstance(side, (list, tuple, np.ndarray)) or len(side) != d for side in b)
             ):
                 raise ValueError(f"bounds must be two sequences of {d} numbers")
             lo, hi = (np.asarray(side, dtype=np.float64) for side in b)
@@ -168,7 +178,11 @@ class Sketch:
             self.bounds = (lo.tolist(), hi.tolist())
         if self.column_names is not None:
             names = self.column_names
-            if not isinstance(names, (list, tuple)) or len(names) != d or not all(isinstance(n, str) for n in names):
+            if (
+                not isinstance(names, (list, tuple))
+                or len(names) != d
+                or not all(isinstance(n, str) for n in names)
+            ):
                 raise ValueError(f"column_names must be a list of {d} strings")
             self.column_names = list(names)
         if not isinstance(self.noise, dict) or not isinstance(self.privacy, dict):
@@ -330,7 +344,9 @@ class Sketch:
         try:
             with z:
                 if set(z.files) != {"meta", "sum_units"}:
-                    raise SketchFormatError(f"{path}: expected entries meta and sum_units, found {sorted(z.files)}")
+                    raise SketchFormatError(
+                        f"{path}: expected entries meta and sum_units, found {sorted(z.files)}"
+                    )
                 _check_entry_sizes(z.zip.infolist(), size, path)
                 for info in z.zip.infolist():
                     _check_array_header(z.zip, info, path)
@@ -352,14 +368,18 @@ class Sketch:
             raise SketchFormatError(f"{path}: checksum mismatch; the file was modified or corrupted")
         if secret is not None:
             if "hmac_sha256" not in meta:
-                raise SketchSignatureError(f"{path}: the file is not signed, so it cannot be checked against the key")
+                raise SketchSignatureError(
+                    f"{path}: the file is not signed, so it cannot be checked against the key"
+                )
             if not signature_matches(secret, _signed_bytes(meta, sum_units), meta["hmac_sha256"]):
                 raise SketchSignatureError(
                     f"{path}: the signature does not match the key: signed with another key, or modified"
                 )
         spec = meta.get("feature_map")
         if not isinstance(spec, dict) or not isinstance(spec.get("fingerprint"), str):
-            raise SketchFormatError(f"{path}: invalid sketch contents: the feature map spec has no fingerprint")
+            raise SketchFormatError(
+                f"{path}: invalid sketch contents: the feature map spec has no fingerprint"
+            )
         try:
             _check_spec_size(spec, sum_units.size)
             fm = feature_map_from_dict(spec)
@@ -416,7 +436,9 @@ def _check_array_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: A
             raise SketchFormatError(f"{path}: entry {info.filename} has npy format version {version}")
         header_bytes = f.tell()
     if dtype.hasobject:  # never unpickled
-        raise SketchFormatError(f"{path}: not a readable sketch file (entry {info.filename} holds Python objects)")
+        raise SketchFormatError(
+            f"{path}: not a readable sketch file (entry {info.filename} holds Python objects)"
+        )
     items = math.prod(shape)
     if header_bytes + items * dtype.itemsize != info.file_size:
         raise SketchFormatError(
@@ -459,8 +481,12 @@ def _check_spec_size(spec: dict[str, Any], stored: int) -> None:
             raise ValueError(
                 f"the feature map's {name} ({value}) exceeds what the {stored} stored features support"
             )
-    per_dim = {"RFF": "num_features", "SubsampledRFF": "num_features", "QuantizedRFF": "num_features",
-               "RandomQuadratic": "num_features"}.get(spec.get("kind"))
+    per_dim = {
+        "RFF": "num_features",
+        "SubsampledRFF": "num_features",
+        "QuantizedRFF": "num_features",
+        "RandomQuadratic": "num_features",
+    }.get(spec.get("kind"))
     draws = dim * int(params.get(per_dim) or 0) if per_dim else 0
     if spec.get("kind") == "RACE":
         draws = dim * int(params.get("rows") or 0) * int(params.get("hashes_per_row") or 16)

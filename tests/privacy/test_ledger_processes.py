@@ -26,12 +26,14 @@ FORK = multiprocessing.get_context("fork")
 BOUNDS = (0.0, 1.0)
 
 
-def release_loop(path: str, dataset: str, epsilon: float, report: str, seed: int, rows: int = 200) -> None:
+def release_loop(
+    path: str, dataset: str, epsilon: float, report: str, seed: int, rows: int = 200, key: bytes | None = None
+) -> None:
     """Child: release small Histogram sketches until the budget is exhausted (or it is killed)."""
     X = np.random.default_rng(seed).uniform(0.0, 1.0, size=(rows, 2))
     fm = dps.Histogram(bounds=BOUNDS, bins=4, dim=2)
     fd = os.open(report, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    with Session.open(path, dataset, timeout=120.0) as s:
+    with Session.open(path, dataset, timeout=120.0, key=key) as s:
         while True:
             try:
                 sk = s.release_sketch(X, fm, bounds=BOUNDS, epsilon=epsilon)
@@ -75,6 +77,34 @@ def test_four_processes_cannot_overspend_and_lose_no_release(tmp_path):
     # exhausted, not stopped early: one more release of the same loss would not have fitted
     loss = Fraction(max(ledger.values()))
     assert spent + loss > Fraction(total) and len(ledger) == int(Fraction(total) / loss)
+
+
+def test_signing_processes_keep_one_valid_chain(tmp_path):
+    """Two processes append to one signed dataset: the rows form one hash chain, every signature
+    checks, and the chain's spent budget is the sum of the releases the children saw."""
+    key = b"a curator key of 32 bytes, fixed"
+    path, total, share = tmp_path / "ledger.db", 0.3, 0.05
+    Session.open(path, "signed", epsilon=total, key=key).close()
+    procs = [
+        FORK.Process(
+            target=release_loop, args=(str(path), "signed", share, str(tmp_path / f"s{i}.txt"), i, 200, key)
+        )
+        for i in range(2)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    seen = [i for k in range(2) for i in reported(tmp_path / f"s{k}.txt")]
+    report = verify_ledger(path, key=key)
+    assert report["ok"], report
+    info = report["datasets"]["signed"]
+    assert info["signatures"] == "valid" and info["releases"] == len(seen) == len(set(seen))
+    with Session.open(path, "signed", key=key) as s:
+        frame = s.releases()
+        assert sorted(frame["id"].to_list()) == sorted(seen)
+        assert Fraction(s.spent) >= sum((Fraction(v) for v in frame["epsilon"].to_list()), Fraction(0))
 
 
 def wait_for_reports(report: Path, count: int, child: multiprocessing.process.BaseProcess) -> None:

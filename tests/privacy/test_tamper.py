@@ -39,8 +39,9 @@ def ledger(tmp_path):
     with Session.open(path, "ds", epsilon=1.0) as s:
         for loss in (0.1, 0.2, 0.3):
             s.release(fixed_loss(loss), [1.0])
-        s.release_sketch(np.full((50, 2), 0.5), dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=2), (0.0, 1.0),
-                         epsilon=0.1)
+        s.release_sketch(
+            np.full((50, 2), 0.5), dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=2), (0.0, 1.0), epsilon=0.1
+        )
     assert verify_ledger(path)["ok"]
     return path
 
@@ -89,7 +90,10 @@ def test_reordered_rows_are_detected(ledger):
     sql(ledger, "UPDATE releases SET id = 100 WHERE id = 1")
     sql(ledger, "UPDATE releases SET id = 1 WHERE id = 2")
     sql(ledger, "UPDATE releases SET id = 2 WHERE id = 100")
-    refused(ledger, r"release row id 1 \(seq 2\): found at position 1 of the chain: rows were deleted or reordered")
+    refused(
+        ledger,
+        r"release row id 1 \(seq 2\): found at position 1 of the chain: rows were deleted or reordered",
+    )
 
 
 def test_a_replayed_row_is_detected(ledger):
@@ -122,7 +126,10 @@ def test_a_replaced_stored_sketch_is_detected(ledger, tmp_path):
     sql(ledger, "UPDATE sketches SET blob = ? WHERE release_id = ?", (blob, rid))
     report = verify_ledger(ledger)
     assert not report["ok"] and "the stored sketch is not the one released" in report["problems"][0]
-    with Session.open(ledger, "ds") as s, pytest.raises(SketchFormatError, match="not those its release row records"):
+    with (
+        Session.open(ledger, "ds") as s,
+        pytest.raises(SketchFormatError, match="not those its release row records"),
+    ):
         s.load_sketch(rid)
 
 
@@ -169,7 +176,9 @@ def test_without_a_key_a_rewritten_chain_passes_and_a_key_catches_it(tmp_path, s
     assert verify_ledger(plain)["ok"]  # documented limit: no key, no authenticity
     rewrite_chain(signed)
     assert verify_ledger(signed)["ok"]  # the chain alone is consistent again
-    report = refused(signed, r"release row id 1 \(seq 1\): its signature is missing or does not match", key=KEY)
+    report = refused(
+        signed, r"release row id 1 \(seq 1\): its signature is missing or does not match", key=KEY
+    )
     assert report["datasets"]["ds"]["signatures"] == "invalid"
 
 
@@ -197,8 +206,9 @@ def test_stripped_signatures_are_refused(signed):
 def test_a_signed_session_signs_its_stored_sketches(tmp_path):
     path = tmp_path / "l.db"
     with Session.open(path, "ds", epsilon=1.0, key=KEY) as s:
-        sk = s.release_sketch(np.full((50, 2), 0.5), dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=2), (0.0, 1.0),
-                              epsilon=0.5)
+        sk = s.release_sketch(
+            np.full((50, 2), 0.5), dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=2), (0.0, 1.0), epsilon=0.5
+        )
         rid = sk.privacy["release_id"]
         assert s.load_sketch(rid).count == sk.count
     (blob,) = sql(path, "SELECT blob FROM sketches")[0]

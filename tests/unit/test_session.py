@@ -204,7 +204,9 @@ def test_a_measurement_of_another_measure_is_rejected(path):
             raise ValueError("no bound")
 
         with pytest.raises(ValueError, match="undefined"):
-            s.release(dp.m.make_user_measurement(*BOUNDED, dp.max_divergence(), lambda x: 0.0, unbounded), [1.0])
+            s.release(
+                dp.m.make_user_measurement(*BOUNDED, dp.max_divergence(), lambda x: 0.0, unbounded), [1.0]
+            )
         assert s.spent == 0.0
     with Session.open(path, "zcdp", rho=1.0) as s:
         with pytest.raises(ValueError, match="zCDP measurement"):
@@ -262,14 +264,21 @@ def test_sketch_store_round_trip_and_log(path, data2d, rff2d):
             s.load_sketch(rid + 1)
         with pytest.raises(ValueError, match="not a release"):
             s.log_postprocessing(rid + 1, "x")
-    with Session.open(path, "other", epsilon=1.0) as o, pytest.raises(ValueError, match="not a stored sketch"):
+    with (
+        Session.open(path, "other", epsilon=1.0) as o,
+        pytest.raises(ValueError, match="not a stored sketch"),
+    ):
         o.load_sketch(rid)  # the store is per dataset
     assert rows(path, "SELECT map_kind, num_features FROM sketches") == [("RFF", 16)]
 
 
 def test_a_sketch_measurement_released_through_the_session_is_stored(path, hist2d):
     meas = dps.make_private_sketch(
-        dps.box_domain((0.0, 1.0), num_columns=2), dp.symmetric_distance(), dp.max_divergence(), hist2d, scale=8.0
+        dps.box_domain((0.0, 1.0), num_columns=2),
+        dp.symmetric_distance(),
+        dp.max_divergence(),
+        hist2d,
+        scale=8.0,
     )
     with Session.open(path, "ds", epsilon=1.0) as s:
         sk = s.release(meas, np.full((10, 2), 0.5))
@@ -335,16 +344,20 @@ def test_the_privacy_unit_is_fixed_when_the_dataset_is_created(path, data2d, his
         assert s.contributions == 3
         sk = s.release_sketch(data2d, hist2d, bounds=(0.0, 1.0), epsilon=1.0)  # at the dataset's unit
         assert sk.privacy["d_in"] == 3 and "loss" not in sk.privacy and 0.99 < sk.privacy["epsilon"] <= 1.0
-        with pytest.raises(ValueError, match=r"contributions \(1\) must be the privacy unit of dataset 'ds': "
-                                             r"contributions=3"):
+        with pytest.raises(
+            ValueError,
+            match=r"contributions \(1\) must be the privacy unit of dataset 'ds': "
+            r"contributions=3",
+        ):
             s.release_sketch(data2d, hist2d, bounds=(0.0, 1.0), epsilon=1.0, contributions=1)
         with pytest.raises(ValueError, match=r"d_in \(1\) must be the privacy unit .* contributions=3"):
             s.release(constant_loss(0.1), [1.0], d_in=1)
         s.release(constant_loss(0.5), [1.0])  # charged at d_in = 3: 1.5
         assert s.spent == pytest.approx(sk.privacy["epsilon"] + 1.5)
         assert s.releases()["d_in"].to_list() == ["3", "3"]
-    with pytest.raises(LedgerError, match="has the privacy unit contributions=3 .* cannot be reopened with "
-                                          "contributions=1"):
+    with pytest.raises(
+        LedgerError, match="has the privacy unit contributions=3 .* cannot be reopened with contributions=1"
+    ):
         Session.open(path, "ds", contributions=1)
     with Session.open(path, "ds") as again, Session.open(path, "ds", epsilon=10.0, contributions=3) as same:
         assert again.contributions == same.contributions == 3
@@ -389,11 +402,16 @@ def _v1_ledger(path, releases, spent):
     """A version-1 ledger file (no chain, no unit) with dataset 'ds' at ε = 1."""
     with sqlite3.connect(path) as con:
         con.executescript(_V1_SCHEMA)
-        con.execute("INSERT INTO datasets VALUES ('ds', 'epsilon', 1.0, 0.0, ?, '0', '2024-01-01T00:00:00+00:00')",
-                    (spent,))
+        con.execute(
+            "INSERT INTO datasets VALUES ('ds', 'epsilon', 1.0, 0.0, ?, '0', '2024-01-01T00:00:00+00:00')",
+            (spent,),
+        )
         for d_in, loss in releases:
-            con.execute("INSERT INTO releases (dataset_id, kind, created, d_in, loss, delta, summary) "
-                        "VALUES ('ds', 'measurement', '2024-01-02T00:00:00+00:00', ?, ?, 0.0, 'x')", (d_in, loss))
+            con.execute(
+                "INSERT INTO releases (dataset_id, kind, created, d_in, loss, delta, summary) "
+                "VALUES ('ds', 'measurement', '2024-01-02T00:00:00+00:00', ?, ?, 0.0, 'x')",
+                (d_in, loss),
+            )
 
 
 def test_a_version_1_ledger_is_upgraded_when_opened(path):

@@ -587,14 +587,18 @@ def test_merge_declared_disjoint_is_parallel():
     assert m.merge(c, disjoint=True).privacy["epsilon"] == 0.75  # flattened: 3 parts, max
     assert len(m.merge(c, disjoint=True).privacy["parts"]) == 3
     nested = m.merge(c)  # sequential over a parallel pair: 0.5 + 0.75
-    assert nested.privacy["epsilon"] == 1.25 and nested.privacy["parts"][0]["composition"].startswith("parallel")
+    assert nested.privacy["epsilon"] == 1.25 and nested.privacy["parts"][0]["composition"].startswith(
+        "parallel"
+    )
 
 
 def test_merge_of_one_dataset_cannot_be_declared_disjoint():
     fm = ALL_MAPS["Histogram"]()
     a = _released(fm, 1, epsilon=0.5, dataset_id="survey", release_id=1)
     b = _released(fm, 2, epsilon=0.5, dataset_id="survey", release_id=2)
-    with pytest.raises(ValueError, match="both sketches hold releases of dataset 'survey', so they are not disjoint"):
+    with pytest.raises(
+        ValueError, match="both sketches hold releases of dataset 'survey', so they are not disjoint"
+    ):
         a.merge(b, disjoint=True)
     with pytest.raises(ValueError, match="a sketch merged with itself is not of disjoint datasets"):
         a.merge(a, disjoint=True)
@@ -606,11 +610,21 @@ def test_merge_of_one_dataset_cannot_be_declared_disjoint():
 @pytest.mark.parametrize(
     "pa, pb, total",
     [
-        ({"measure": "Approximate(MaxDivergence)", "epsilon": 0.5, "delta": 1e-6},
-         {"measure": "Approximate(MaxDivergence)", "epsilon": 0.25, "delta": 2e-6}, {"epsilon": 0.75, "delta": 3e-6}),
-        ({"measure": "ZeroConcentratedDivergence", "rho": 0.125}, {"measure": "ZeroConcentratedDivergence", "rho": 0.5},
-         {"rho": 0.625}),
-        ({"measure": "MaxDivergence", "loss": 0.5}, {"measure": "MaxDivergence", "loss": 0.25}, {"loss": 0.75}),
+        (
+            {"measure": "Approximate(MaxDivergence)", "epsilon": 0.5, "delta": 1e-6},
+            {"measure": "Approximate(MaxDivergence)", "epsilon": 0.25, "delta": 2e-6},
+            {"epsilon": 0.75, "delta": 3e-6},
+        ),
+        (
+            {"measure": "ZeroConcentratedDivergence", "rho": 0.125},
+            {"measure": "ZeroConcentratedDivergence", "rho": 0.5},
+            {"rho": 0.625},
+        ),
+        (
+            {"measure": "MaxDivergence", "loss": 0.5},
+            {"measure": "MaxDivergence", "loss": 0.25},
+            {"loss": 0.75},
+        ),
     ],
     ids=["epsilon-delta", "rho", "context-loss"],
 )
@@ -629,7 +643,11 @@ def test_merge_of_incomparable_losses_has_no_total():
         _sketch(fm, 4, privacy={}),
     ):
         m = pure.merge(other)
-        assert "epsilon" not in m.privacy and "rho" not in m.privacy and "no total loss" in m.privacy["loss_note"]
+        assert (
+            "epsilon" not in m.privacy
+            and "rho" not in m.privacy
+            and "no total loss" in m.privacy["loss_note"]
+        )
         assert m.privacy["parts"] == [pure.privacy, other.privacy]
 
 
@@ -683,8 +701,14 @@ def test_an_npy_header_asking_for_a_huge_array_is_refused_before_allocating(tmp_
     "params, match",
     [
         ({"dim": 1 << 20, "num_features": 1 << 40}, r"dim \(1048576\) must be at most 65536"),
-        ({"dim": 3, "num_features": 1 << 40}, r"num_features \(1099511627776\) exceeds what the 10 stored features"),
-        ({"dim": 60_000, "num_features": 10}, None),  # fits the size rules: built, then the fingerprint differs
+        (
+            {"dim": 3, "num_features": 1 << 40},
+            r"num_features \(1099511627776\) exceeds what the 10 stored features",
+        ),
+        (
+            {"dim": 60_000, "num_features": 10},
+            None,
+        ),  # fits the size rules: built, then the fingerprint differs
     ],
     ids=["huge-dim", "huge-features", "plausible"],
 )
