@@ -221,32 +221,55 @@ class DatasetRecord:
         return (self.total[0] - self.spent[0], self.total[1] - self.spent[1])
 
 
+#: where an earlier audit stopped: the id of the last row it checked and the record it computed
+Checkpoint = tuple[int, "DatasetRecord"]
+
+
 def _audit(
-    con: sqlite3.Connection, dataset_id: str, key: bytes | None
-) -> tuple[DatasetRecord | None, list[str]]:
-    """``dataset_id``'s record with the spent budget recomputed from its chained rows, and every
+    con: sqlite3.Connection, dataset_id: str, key: bytes | None, since: Checkpoint | None = None
+) -> tuple[DatasetRecord | None, list[str], int]:
+    """``dataset_id``'s record with the spent budget recomputed from its chained rows, every
     problem found (an empty list when the chain, the stored cache and, with ``key``, the
-    signatures all agree). Reads inside the caller's transaction (one snapshot)."""
+    signatures all agree), and the id of the last row checked. Reads inside the caller's
+    transaction (one snapshot).
+
+    With ``since``, the rows up to its id are not re-hashed: their count and last hash must be
+    unchanged, and the spent budget continues from the checkpoint's (computed, never stored)."""
     row = con.execute(
         f"SELECT {_DATASET_COLUMNS} FROM datasets WHERE dataset_id = ?", (dataset_id,)
     ).fetchone()
     if row is None:
-        return None, []
+        return None, [], 0
     ds, budget, tl, td, sl, sd, created, unit, signed, head, mac = row
     where = f"dataset {ds!r}"
     try:
         genesis = _genesis(ds, budget, tl, td, unit, signed, created)
         total = (Fraction(tl), Fraction(td))
     except (TypeError, ValueError) as e:
-        return None, [f"{where}: the dataset record is not valid ({e})"]
+        return None, [f"{where}: the dataset record is not valid ({e})"], 0
     problems: list[str] = []
     if key is not None and signed != 1:
         problems.append(f"{where} was created without a key: it has no signatures to check against one")
-    prev, spent, seen = genesis, [Fraction(0), Fraction(0)], set()
+    last_id, prev, checked, spent, seen = 0, genesis, 0, [Fraction(0), Fraction(0)], set()
+    if since is not None:
+        last_id, known = since
+        count, last_hash = con.execute(
+            "SELECT COUNT(*), (SELECT hash FROM releases WHERE id = ?) FROM releases "
+            "WHERE dataset_id = ? AND id <= ?",
+            (last_id, ds, last_id),
+        ).fetchone()
+        if known.genesis != genesis:
+            problems.append(f"{where}: the dataset record (budget, unit or creation) was modified")
+        if count != known.releases or (known.releases and last_hash != known.head):
+            problems.append(
+                f"{where}: rows checked earlier (ids up to {last_id}) were deleted or changed since"
+            )
+        prev, checked, spent = known.head, known.releases, list(known.spent)
     rows = con.execute(
-        f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset_id = ? ORDER BY id", (ds,)
+        f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset_id = ? AND id > ? ORDER BY id", (ds, last_id)
     ).fetchall()
-    for position, (rid, seq, prev_hash, row_hash, row_mac, *content) in enumerate(rows, start=1):
+    for position, (rid, seq, prev_hash, row_hash, row_mac, *content) in enumerate(rows, start=checked + 1):
+        last_id = rid
         label = f"{where}, release row id {rid} (seq {seq})"
         if seq in seen:
             problems.append(f"{label}: repeats seq {seq}: a replayed (duplicated) row")
@@ -290,7 +313,7 @@ def _audit(
         problems.append(
             f"{where}: its head hash does not match the end of its chain: the last release(s) were deleted, "
             "or the dataset record was modified"
-            if rows
+            if checked + len(rows)
             else f"{where}: the dataset record (budget, unit or creation) was modified"
         )
     try:
@@ -307,13 +330,12 @@ def _audit(
     if (
         key is not None
         and signed == 1
-        and not signature_matches(key, _head_message(ds, genesis, head, len(rows), sl, sd), mac)
+        and not signature_matches(key, _head_message(ds, genesis, head, checked + len(rows), sl, sd), mac)
     ):
         problems.append(f"{where}: the dataset record's signature is missing or does not match the key")
-    record = DatasetRecord(
-        ds, budget, total, (spent[0], spent[1]), unit, signed == 1, prev, len(rows), genesis
-    )
-    return record, problems
+    count = checked + len(rows)
+    record = DatasetRecord(ds, budget, total, (spent[0], spent[1]), unit, signed == 1, prev, count, genesis)
+    return record, problems, last_id
 
 
 def _tamper_error(path: str, problems: list[str]) -> LedgerError:
@@ -350,6 +372,7 @@ class Ledger:
         if not os.path.isdir(parent):
             raise ValueError(f"the directory of the ledger path ({self.path!r}) does not exist")
         self.timeout = float(timeout)
+        self._checked: dict[str, Checkpoint] = {}
         #: total seconds this connection waited for other processes' write locks
         self.lock_wait = 0.0
         #: number of transactions that had to wait more than a millisecond for the lock
@@ -504,17 +527,28 @@ class Ledger:
             self._con.execute("COMMIT")
 
     # -- datasets -------------------------------------------------------------------------------
-    def dataset(self, dataset_id: str, con: sqlite3.Connection | None = None) -> DatasetRecord | None:
+    def dataset(
+        self, dataset_id: str, con: sqlite3.Connection | None = None, *, full: bool = False
+    ) -> DatasetRecord | None:
         """The record of ``dataset_id`` (``None`` if the ledger has none), its spent budget
         recomputed from its hash chain.
 
+        This connection remembers where it last checked the chain: later calls hash only the
+        rows appended since (and check that the earlier ones are still there, unchanged at the
+        end), so a release costs time in the new rows, not in the ledger's length.
+
+        :param full: check the whole chain again (``Session.open`` and :func:`verify_ledger` do)
         :raises LedgerError: if the chain, the stored total or (with a key) a signature shows
             that the dataset's record or rows were modified, deleted, reordered or replayed
         """
+        since = None if full else self._checked.get(dataset_id)
         with self._snapshot(con) as c:
-            record, problems = _audit(c, dataset_id, self._key)
+            record, problems, last_id = _audit(c, dataset_id, self._key, since)
         if problems:
+            self._checked.pop(dataset_id, None)
             raise _tamper_error(self.path, problems)
+        if record is not None:
+            self._checked[dataset_id] = (last_id, record)
         return record
 
     def ensure_dataset(
@@ -535,7 +569,7 @@ class Ledger:
             and no budget is given, is signed and this connection has no key, or was tampered with
         """
         with self.transaction() as con:
-            rec = self.dataset(dataset_id, con)
+            rec = self.dataset(dataset_id, con, full=True)
             if rec is None:
                 if budget is None or total is None:
                     raise LedgerError(
@@ -758,7 +792,7 @@ def verify_ledger(path: str | os.PathLike[str], *, key: bytes | str | None = Non
 
 def _verify_dataset(con: sqlite3.Connection, ds: str, key: bytes | None) -> dict[str, Any]:
     """:func:`verify_ledger`'s report on one dataset."""
-    record, problems = _audit(con, ds, key)
+    record, problems, _ = _audit(con, ds, key)
     if record is None:
         return {"problems": problems}
     stored = con.execute(

@@ -276,3 +276,33 @@ def test_cli_inspect_checks_a_key_file(sketch_file, tmp_path, capsys):
     (tmp_path / "other").write_bytes(hashlib.sha256(b"x").digest())
     assert main(["inspect", str(path), "--key-file", str(tmp_path / "other")]) == 2
     assert "does not match the key" in capsys.readouterr().err
+
+
+# -- during a session ---------------------------------------------------------------------------------
+
+
+def test_a_session_checks_only_new_rows_and_never_trusts_edits_made_under_it(ledger, monkeypatch):
+    from opendp_sketch import ledger as lg
+
+    hashed = []
+    real = lg._release_hash
+    monkeypatch.setattr(lg, "_release_hash", lambda *a: hashed.append(a[3]) or real(*a))
+    with Session.open(ledger, "ds") as s:
+        assert sorted(hashed) == [1, 2, 3, 4]  # open: the whole chain
+        hashed.clear()
+        spent = s.spent
+        s.release(fixed_loss(0.01), [1.0])
+        assert hashed == [5]  # the new row only (hashed when appended; earlier rows are checkpointed)
+        sql(ledger, "UPDATE releases SET loss = 0.0 WHERE id = 1")  # edited behind the session's back
+        assert s.spent == pytest.approx(spent + 0.01)  # from the rows it checked, not the edited one
+    with pytest.raises(LedgerError, match=r"release row id 1 \(seq 1\): its contents do not match"):
+        Session.open(ledger, "ds")
+
+
+def test_a_session_notices_rows_deleted_under_it(ledger):
+    with Session.open(ledger, "ds") as s:
+        sql(ledger, "DELETE FROM postprocessing")
+        sql(ledger, "DELETE FROM sketches")
+        sql(ledger, "DELETE FROM releases WHERE id = 4")
+        with pytest.raises(LedgerError, match=r"rows checked earlier \(ids up to 4\) were deleted or changed since"):
+            s.release(fixed_loss(0.01), [1.0])
