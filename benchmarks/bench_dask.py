@@ -52,7 +52,8 @@ def main() -> None:
     import opendp.prelude as dp
 
     import opendp_sketch as dps
-    from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count, release_dask_sketch
+    from opendp_sketch import release_dask_sketch
+    from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
 
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL

@@ -113,11 +113,8 @@ def main() -> None:
     from threadpoolctl import threadpool_limits
 
     import opendp_sketch as dps
-    from opendp_sketch.estimators.smooth import (
-        SmoothKernelPlan,
-        release_smooth_sketches,
-        smooth_kernel_terms,
-    )
+    from opendp_sketch import SmoothKernelPlan, release_smooth_sketches
+    from opendp_sketch.estimators.smooth import smooth_kernel_terms
     from opendp_sketch.projections import JLProjection, then_jl_projection
 
     dp.enable_features("contrib", "honest-but-curious")

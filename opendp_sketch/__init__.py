@@ -14,17 +14,14 @@ features ``"contrib"`` and ``"honest-but-curious"``::
 
 from __future__ import annotations
 
-import opendp.prelude as dp
-
+from .context import register as _register_context
+from .context import release_sketch_in_context
 from .dask import (
     DaskBoxDomain,
     dask_box_domain,
     make_dask_feature_sum,
     make_dask_sum_and_count,
-    make_private_dask_sketch,
-    release_dask_sketch,
     then_dask_feature_sum,
-    then_private_dask_sketch,
 )
 from .domains import NPArray2BoxDomain, box_domain
 from .estimators import (
@@ -48,7 +45,6 @@ from .estimators.smooth import (
     SmoothKDE,
     SmoothKernelPlan,
     exp_sum_error_bound,
-    release_smooth_sketches,
     smooth_kernel,
     smooth_kernel_terms,
 )
@@ -65,15 +61,19 @@ from .features import (
     SubsampledRFF,
     feature_map_from_dict,
 )
-from .measurements import (
-    _make_private_sketch_in_context,
+from .planning import SketchSizePlan, noise_to_signal, suggest_sketch_size
+from .postprocessors import FailedEstimate, make_m2m, then_m2m
+from .projections import JLProjection, make_jl_projection, then_jl_projection
+from .release import (
+    Budget,
+    make_private_dask_sketch,
     make_private_sketch,
+    release_dask_sketch,
     release_sketch,
+    release_smooth_sketches,
+    then_private_dask_sketch,
     then_private_sketch,
 )
-from .planning import SketchSizePlan, noise_to_signal, suggest_sketch_size
-from .postprocessors import FailedEstimate, _make_m2m_in_context, make_m2m, then_m2m
-from .projections import JLProjection, make_jl_projection, then_jl_projection
 from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
 from .sketch import Sketch, SketchFormatError
 from .streaming import (
@@ -81,8 +81,8 @@ from .streaming import (
     frame_box_domain,
     make_frame_feature_sum,
     make_frame_row_count,
+    make_frame_sum_and_count,
     make_lazyframe_to_frame_box,
-    release_sketch_in_context,
 )
 from .transformations import (
     make_box_clip,
@@ -157,6 +157,8 @@ __all__ = [
     "make_frame_feature_sum",
     "make_frame_row_count",
     "make_lazyframe_to_frame_box",
+    "make_frame_sum_and_count",
+    "Budget",
     "release_sketch_in_context",
     "JLProjection",
     "make_jl_projection",
@@ -170,18 +172,4 @@ __all__ = [
 ]
 
 
-def _register() -> None:
-    from opendp.context import constructors
-
-    for name, ctor in (
-        ("box_clip", make_box_clip),
-        ("feature_sum", make_feature_sum),
-        ("private_sketch", _make_private_sketch_in_context),
-        ("m2m", _make_m2m_in_context),
-        ("jl_projection", make_jl_projection),
-    ):
-        if name not in constructors:  # importlib.reload must not fail on re-registration
-            dp.register(ctor, name=name)
-
-
-_register()
+_register_context()

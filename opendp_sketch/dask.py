@@ -19,32 +19,19 @@ function here needs it.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._bounds import check_bounds
 from ._fixed import Accumulator
+from ._validate import check_bounds, impute_values, require_symmetric
+from .domains import DaskBoxDomain
 from .features.base import FeatureMap, feature_map_from_dict
-from .measurements import (
-    DEFAULT_COUNT_FRACTION,
-    _count_scale,
-    _finish_sketch,
-    _fraction,
-    _full_bounds,
-    _mechanism_of,
-    _number,
-    _release_arguments,
-    _search_and_release,
-)
-from .sketch import Sketch
-from .transformations import _I64_MAX, _count_transformation, _integer_sum_transformation, _require_symmetric
+from .transformations import I64_MAX, pair_parts, pair_transformation
 
 __all__ = [
     "dask_box_domain",
@@ -52,41 +39,9 @@ __all__ = [
     "make_dask_sum_and_count",
     "make_dask_feature_sum",
     "then_dask_feature_sum",
-    "make_private_dask_sketch",
-    "then_private_dask_sketch",
-    "release_dask_sketch",
+    "sum_and_count_dask",
+    "check_dask_collection",
 ]
-
-#: metric of the (sum, count) pair: the symmetric distance between the datasets it came from
-_SOURCE_DISTANCE = "SymmetricDistanceOfSource()"
-
-#: refusals of non-member data, found in the pass over the data (fixed texts: no data values)
-_NAN_REFUSED = "data contains NaN; clean it or pass impute=<public value>"
-_INF_REFUSED = "data contains infinite values; clean it (impute replaces NaN only)"
-
-
-@dataclass(frozen=True, kw_only=True)
-class DaskBoxDomain:
-    """Descriptor of :func:`dask_box_domain`: 2-D Dask collections clipped into a public box."""
-
-    lower: tuple[float, ...]
-    """per-column lower bounds of the clipping box"""
-    upper: tuple[float, ...]
-    """per-column upper bounds of the clipping box"""
-    num_columns: int
-    """``d``"""
-    column_names: tuple[str, ...] | None
-    """columns read from a DataFrame (required for DataFrames), names recorded in the sketch"""
-    nan: bool
-    """members may contain NaN (then the transformations need ``impute``)"""
-    inf: bool
-    """members may contain ``±inf`` (clipped to the bounds)"""
-
-    @property
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(lower, upper)`` as float64 vectors."""
-        return np.array(self.lower), np.array(self.upper)
-
 
 def _numeric(dtype: Any) -> bool:
     return getattr(dtype, "kind", "O") in "biuf"
@@ -232,7 +187,7 @@ def _sum_and_count(
     for part, _, _, _ in results:
         acc.add_exact(part)
     # same saturation as make_feature_sum(fixed_point=True) and make_row_count
-    return acc.clipped(_I64_MAX), min(sum(r[1] for r in results), _I64_MAX)
+    return acc.clipped(I64_MAX), min(sum(r[1] for r in results), I64_MAX)
 
 
 # -- transformations --------------------------------------------------------------------------
@@ -244,13 +199,25 @@ def _check_impute(impute: Any, desc: DaskBoxDomain, input_domain: dp.Domain) -> 
                 f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
             )
         return None
-    try:
-        fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), (desc.num_columns,)).copy()
-    except (TypeError, ValueError):
-        raise ValueError(f"impute ({impute!r}) must be one number or one per column") from None
-    if not np.isfinite(fill).all():
-        raise ValueError(f"impute ({impute!r}) must be finite")
-    return fill
+    return impute_values(impute, desc.num_columns)
+
+
+def sum_and_count_dask(
+    data: Any,
+    input_domain: dp.Domain,
+    feature_map: FeatureMap,
+    impute: Any = None,
+    n_jobs: int | None = 1,
+    found: dict[str, bool] | None = None,
+) -> tuple[np.ndarray, int]:
+    """The exact ``(Σ q(x_i), n)`` of a Dask collection (what :func:`make_dask_sum_and_count`
+    computes), optionally reporting in ``found`` whether NaN and ±inf occurred — for the
+    curator's refusal before noising, never part of a release. Never raises on values."""
+    desc = _dask_descriptor(input_domain)
+    fill = _check_impute(impute, desc, input_domain)
+    # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
+    portable = feature_map_from_dict(feature_map.to_dict())
+    return _sum_and_count(data, desc, portable, fill, n_jobs, found)
 
 
 def make_dask_sum_and_count(
@@ -292,7 +259,7 @@ def make_dask_sum_and_count(
     """
     dp.assert_features("contrib", "honest-but-curious")
     desc = _dask_descriptor(input_domain)
-    _require_symmetric(input_metric)
+    require_symmetric(input_metric)
     if not isinstance(feature_map, FeatureMap):
         raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
     if feature_map.input_dim != desc.num_columns:
@@ -304,25 +271,9 @@ def make_dask_sum_and_count(
     fill = _check_impute(impute, desc, input_domain)
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
     portable = feature_map_from_dict(feature_map.to_dict())
-    m = feature_map.num_features
-    output_domain = dp.user_domain(
-        f"DaskSumCount(num_features={m})",
-        lambda v: isinstance(v, tuple) and len(v) == 2 and np.shape(v[0]) == (m,) and isinstance(v[1], int),
+    return pair_transformation(
+        input_domain, input_metric, feature_map, lambda x: _sum_and_count(x, desc, portable, fill, n_jobs)
     )
-    return dp.t.make_user_transformation(
-        input_domain, input_metric, output_domain, dp.user_distance(_SOURCE_DISTANCE),
-        lambda x: _sum_and_count(x, desc, portable, fill, n_jobs), lambda d_in: d_in,
-    )
-
-
-def _take_sum(pair: dp.Transformation, feature_map: FeatureMap, p: int) -> dp.Transformation:
-    """The sum half of the pair, with the stability of ``make_feature_sum(fixed_point=True)``."""
-    return _integer_sum_transformation(pair.output_domain, pair.output_metric, feature_map, p, lambda v: v[0])
-
-
-def _take_count(pair: dp.Transformation) -> dp.Transformation:
-    """The count half of the pair (1-stable, like ``make_row_count``)."""
-    return _count_transformation(pair.output_domain, pair.output_metric, lambda v: v[1])
 
 
 def make_dask_feature_sum(
@@ -363,116 +314,15 @@ def make_dask_feature_sum(
     if p not in (1, 2):
         raise ValueError(f"p ({p!r}) must be 1 or 2")
     pair = make_dask_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
-    return pair >> _take_sum(pair, feature_map, p)
+    return pair >> pair_parts(pair, feature_map, p)[0]
 
 
 then_dask_feature_sum = to_then(make_dask_feature_sum)
 
 
-# -- measurement ------------------------------------------------------------------------------
+# -- curator-side checks of a one-call release ----------------------------------------------
 
-def _dask_sources(
-    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, p: int, impute: Any, n_jobs: Any
-) -> tuple[dp.Transformation, dp.Transformation, dp.Transformation]:
-    """Scale-independent pieces ``(pair, take_sum, take_count)``, cached on the feature map
-    (parameter searches rebuild the measurement many times; only the noise depends on the scale)."""
-    key = (str(input_domain), str(input_metric), p, repr(impute), n_jobs)
-    cache = feature_map.__dict__.setdefault("_dask_source_cache", {})
-    if key not in cache:
-        pair = make_dask_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
-        cache[key] = (pair, _take_sum(pair, feature_map, p), _take_count(pair))
-    return cache[key]
-
-
-def make_private_dask_sketch(
-    input_domain: dp.Domain,
-    input_metric: dp.Metric,
-    output_measure: dp.Measure,
-    feature_map: FeatureMap,
-    scale: float,
-    count_fraction: float = DEFAULT_COUNT_FRACTION,
-    impute: float | Sequence[float] | None = None,
-    n_jobs: int | None = 1,
-) -> dp.Measurement:
-    r"""Release ``Σ Φ(x_i) + ξ`` and ``n + ζ`` of a Dask collection as a :class:`~opendp_sketch.Sketch`.
-
-    The Dask counterpart of :func:`~opendp_sketch.make_private_sketch`, with the same noise
-    (OpenDP's discrete Laplace or discrete Gaussian, drawn once on the client), the same budget
-    split and the same privacy map at the same ``scale``. Built as
-    ``make_dask_sum_and_count >> make_composition([sum >> noise, count >> noise]) >> Sketch``:
-    one pass over the cluster data.
-
-    :param input_domain: a :func:`dask_box_domain`
-    :param input_metric: ``dp.symmetric_distance()``
-    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
-    :param feature_map: the public feature map
-    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)``
-    :param count_fraction: share of the loss spent on the count, in ``(0, 1)``
-    :param impute: public value(s) replacing NaN; without it NaN is refused (nothing released)
-    :param n_jobs: threads inside each partition task
-    :return: a Measurement whose release is a :class:`~opendp_sketch.Sketch`
-    :example:
-
-    >>> import numpy as np, dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.dask import dask_box_domain, make_private_dask_sketch
-    >>> dp.enable_features("contrib", "honest-but-curious")
-    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
-    >>> m = make_private_dask_sketch(dask_box_domain((0.0, 1.0), num_columns=1),
-    ...     dp.symmetric_distance(), dp.max_divergence(), feature_map=fm, scale=2.0)
-    >>> m.map(1)
-    0.510204...
-    >>> X = da.random.default_rng(0).random((100, 1), chunks=(30, 1))
-    >>> with dask.config.set(scheduler="synchronous"):
-    ...     type(m(X)).__name__
-    'Sketch'
-    """
-    dp.assert_features("contrib", "honest-but-curious")
-    mechanism = _mechanism_of(output_measure)
-    p = 1 if mechanism == "laplace" else 2
-    pair = _dask_sources(input_domain, input_metric, feature_map, p, impute, n_jobs)[0]
-    return pair >> _make_noisy_pair(input_domain, input_metric, output_measure, feature_map, scale, count_fraction, impute, n_jobs)
-
-
-then_private_dask_sketch = to_then(make_private_dask_sketch)
-
-
-def _make_noisy_pair(
-    input_domain: dp.Domain,
-    input_metric: dp.Metric,
-    output_measure: dp.Measure,
-    feature_map: FeatureMap,
-    scale: float,
-    count_fraction: float,
-    impute: Any,
-    n_jobs: int | None,
-) -> dp.Measurement:
-    """The noise half of :func:`make_private_dask_sketch`: from the exact ``(sum, count)`` pair to
-    a :class:`~opendp_sketch.Sketch` (the pair is 1-stable, so the privacy map is the same)."""
-    mechanism = _mechanism_of(output_measure)
-    desc = _dask_descriptor(input_domain)
-    p = 1 if mechanism == "laplace" else 2
-    pair, t_sum, t_count = _dask_sources(input_domain, input_metric, feature_map, p, impute, n_jobs)
-    scale = _number(scale, "scale", allow_zero=True)
-    count_fraction = _fraction(count_fraction)
-    int_scale = math.ldexp(scale, feature_map.frac_bits)
-    count_scale = _count_scale(mechanism, scale, count_fraction, feature_map)
-    if scale == 0:
-        # no noise, infinite loss: built directly, as in make_private_sketch
-        noisy = dp.m.make_user_measurement(
-            pair.output_domain, pair.output_metric, output_measure,
-            lambda v: [t_sum(v), t_count(v)], lambda d_in: math.inf if d_in else 0.0,
-        )
-    else:
-        noise = dp.m.then_laplace if mechanism == "laplace" else dp.m.then_gaussian
-        noisy = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
-    bounds = (list(desc.lower), list(desc.upper))
-    names = None if desc.column_names is None else list(desc.column_names)
-    return _finish_sketch(noisy, feature_map, mechanism, int_scale, count_scale, count_fraction, bounds, names)
-
-
-# -- one-call release -------------------------------------------------------------------------
-
-def _check_collection(data: Any, d: int, column_names: Sequence[str] | None) -> list[str] | None:
+def check_dask_collection(data: Any, d: int, column_names: Sequence[str] | None) -> list[str] | None:
     """Structural checks of a Dask collection (no data is computed); returns the column names.
 
     Errors name columns and shapes, never data values.
@@ -499,79 +349,3 @@ def _check_collection(data: Any, d: int, column_names: Sequence[str] | None) -> 
     if data.shape[0] == 0:
         raise ValueError("data is empty (0 rows)")
     return None if column_names is None else [str(c) for c in column_names]
-
-
-def release_dask_sketch(
-    data: Any,
-    feature_map: FeatureMap,
-    bounds: Any,
-    *,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    rho: float | None = None,
-    column_names: Sequence[str] | None = None,
-    contributions: int = 1,
-    count_fraction: float = DEFAULT_COUNT_FRACTION,
-    impute: float | Sequence[float] | None = None,
-    n_jobs: int | None = 1,
-) -> Sketch:
-    r"""Release a sketch of a Dask array or DataFrame in one call: :func:`~opendp_sketch.release_sketch`
-    for data on a cluster.
-
-    Same budgets (``epsilon``; ``epsilon`` + ``delta``; ``rho``), same noise, same scale search,
-    and the sketch equals in distribution the one ``release_sketch`` gives on the same rows.
-    Validation: the collection's structure (type, columns, dtypes, bounds, budget) is checked
-    before anything runs; NaN (without ``impute``) and ``±inf`` are found by the single pass
-    over the data and refused on the client **before** the noise is drawn. A refused call
-    releases nothing, and no error shows a data value.
-
-    Runs on the current Dask scheduler (a ``distributed.Client`` if one is active).
-
-    :param data: ``dask.array.Array`` ``(n, d)`` or ``dask.dataframe.DataFrame``
-    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
-    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
-    :param epsilon: ε
-    :param delta: δ (switches to Gaussian noise)
-    :param rho: ρ for zCDP (Gaussian noise)
-    :param column_names: DataFrame columns to use (default: all), or names to record (arrays)
-    :param contributions: rows one individual may contribute (the privacy unit)
-    :param count_fraction: share of the budget for the count
-    :param impute: public value(s) replacing NaN; without it NaN/inf are refused
-    :param n_jobs: threads inside each partition task
-    :return: the released :class:`~opendp_sketch.Sketch`
-    :raises ValueError: on bad parameters or data (nothing is released)
-    :example:
-
-    >>> import dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.dask import release_dask_sketch
-    >>> dp.enable_features("contrib", "honest-but-curious")
-    >>> X = da.random.default_rng(0).uniform(0, 1, size=(1000, 2), chunks=(300, 2))
-    >>> with dask.config.set(scheduler="synchronous"):
-    ...     sk = release_dask_sketch(X, dps.Histogram(bounds=(0, 1), bins=4, dim=2),
-    ...                              bounds=(0, 1), epsilon=1.0)
-    >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
-    (True, (8,))
-    """
-    measure, d_out, budget, count_fraction = _release_arguments(feature_map, contributions, epsilon, delta, rho, count_fraction)
-    d = feature_map.input_dim
-    names = _check_collection(data, d, column_names)
-    lo, hi = _full_bounds(bounds, feature_map)
-    domain = dask_box_domain((lo, hi), num_columns=d, column_names=names, nan=impute is not None, inf=False)
-    fill = _check_impute(impute, domain.descriptor, domain)
-
-    def build(scale: float) -> dp.Measurement:
-        return _make_noisy_pair(
-            domain, dp.symmetric_distance(), measure, feature_map, scale, count_fraction, impute, n_jobs
-        )
-
-    build(1.0)  # every parameter checked before the pass over the data
-    # one pass: the exact pair, and whether the data holds values the curator must clean first
-    found: dict[str, bool] = {}
-    portable = feature_map_from_dict(feature_map.to_dict())
-    pair = _sum_and_count(data, domain.descriptor, portable, fill, n_jobs, found)
-    if found["nan"] and fill is None:
-        raise ValueError(_NAN_REFUSED)
-    if found["inf"]:
-        raise ValueError(_INF_REFUSED)
-    # the noise measurement on the pair (1-stable in the rows) is the release's only noise
-    return _search_and_release(build, pair, feature_map, budget, d_out, contributions, delta)

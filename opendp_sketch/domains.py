@@ -1,4 +1,4 @@
-"""The bounded 2-D numpy domain sketches are computed from.
+"""The domains sketches are computed from: one descriptor base class, one subclass per backend.
 
 Follows OpenDP's convention (``dp.numpy.array2_domain`` → ``NPArray2Domain``): a lowercase
 factory returning an OpenDP domain whose ``descriptor`` is a frozen dataclass.
@@ -13,14 +13,29 @@ from typing import Any
 import numpy as np
 import opendp.prelude as dp
 
-from ._bounds import check_bounds
+from ._validate import check_bounds
+from .features.base import FeatureMap
+from .features.byclass import ByClass
 
-__all__ = ["box_domain", "NPArray2BoxDomain", "box_descriptor"]
+__all__ = [
+    "BoxDescriptor",
+    "NPArray2BoxDomain",
+    "FrameBoxDomain",
+    "DaskBoxDomain",
+    "box_domain",
+    "box_descriptor",
+    "descriptor_of",
+    "box_data_bounds",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
-class NPArray2BoxDomain:
-    """Descriptor of :func:`box_domain`: float64 arrays ``(n, d)`` inside a public box."""
+class BoxDescriptor:
+    """What every domain a sketch is computed from shares: a public box and the column names.
+
+    Backends subclass it (numpy arrays, Polars frames, Dask collections, Spark DataFrames);
+    the release layer reads only these fields, whatever the backend.
+    """
 
     lower: tuple[float, ...]
     """per-column lower bounds"""
@@ -29,14 +44,67 @@ class NPArray2BoxDomain:
     num_columns: int
     """``d``"""
     column_names: tuple[str, ...] | None
-    """optional column names, carried into the released sketch"""
-    T: str = "f64"
-    """atom type"""
+    """column names (read from frames; carried into the released sketch)"""
 
     @property
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """``(lower, upper)`` as float64 vectors."""
         return np.array(self.lower), np.array(self.upper)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NPArray2BoxDomain(BoxDescriptor):
+    """Descriptor of :func:`box_domain`: float64 arrays ``(n, d)`` inside a public box."""
+
+    T: str = "f64"
+    """atom type"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameBoxDomain(BoxDescriptor):
+    """Descriptor of :func:`~opendp_sketch.frame_box_domain`: Polars frames with numeric columns."""
+
+    impute: tuple[float, ...] | None
+    """public values that replace null/NaN (``None``: the lower bound)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaskBoxDomain(BoxDescriptor):
+    """Descriptor of :func:`~opendp_sketch.dask_box_domain`: 2-D Dask collections."""
+
+    nan: bool
+    """whether a one-call release accepts NaN (then it needs ``impute``)"""
+    inf: bool
+    """whether a one-call release accepts ``±inf`` (clipped to the bounds)"""
+
+
+def descriptor_of(domain: dp.Domain) -> BoxDescriptor:
+    """The :class:`BoxDescriptor` of any domain a sketch can be computed from, or a clear error."""
+    desc = getattr(domain, "descriptor", None)
+    if not isinstance(desc, BoxDescriptor):
+        raise ValueError(
+            f"input_domain ({domain}) must be a box_domain, frame_box_domain or dask_box_domain "
+            "(see opendp_sketch.box_domain)"
+        )
+    return desc
+
+
+def box_data_bounds(bounds: Any, feature_map: FeatureMap) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds for every data column of ``feature_map``; for ``ByClass`` the label column
+    defaults to ``[0, C-1]``.
+
+    >>> import opendp_sketch as dps
+    >>> fm = dps.ByClass(dps.Histogram(bounds=(0, 1), bins=2, dim=2), num_classes=3)
+    >>> [b.tolist() for b in box_data_bounds((0.0, 1.0), fm)]
+    [[0.0, 0.0, 0.0], [1.0, 1.0, 2.0]]
+    """
+    if isinstance(feature_map, ByClass):
+        lo, hi = check_bounds(bounds)
+        if lo.size in (1, feature_map.dim) and lo.size != feature_map.input_dim:
+            lo = np.append(np.broadcast_to(lo, (feature_map.dim,)), 0.0)
+            hi = np.append(np.broadcast_to(hi, (feature_map.dim,)), feature_map.num_classes - 1.0)
+        return check_bounds((lo, hi), feature_map.input_dim)
+    return check_bounds(bounds, feature_map.input_dim)
 
 
 def box_domain(

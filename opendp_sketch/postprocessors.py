@@ -21,7 +21,7 @@ import opendp.prelude as dp
 from .estimators.m2m import M2M, Prior, check_options
 from .sketch import Sketch
 
-__all__ = ["make_m2m", "then_m2m", "FailedEstimate"]
+__all__ = ["make_m2m", "then_m2m", "m2m_estimate", "FailedEstimate"]
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,12 @@ def make_m2m(
     (1,)
     """
     options = {"bounds": bounds, "prior": prior, "n_samples": n_samples, "seed": seed, "lam": lam, "discrete": discrete}
-    return dp.new_function(_estimate(query, query_args, options), TO="ExtrinsicObject")
+    return dp.new_function(m2m_estimate(query, query_args, options), TO="ExtrinsicObject")
 
 
-def _estimate(query: str | None, query_args: Sequence[Any], options: dict[str, Any]) -> Callable[[Sketch], Any]:
-    """The plain post-processing callable, arguments checked before any release."""
+def m2m_estimate(query: str | None, query_args: Sequence[Any], options: dict[str, Any]) -> Callable[[Sketch], Any]:
+    """The plain post-processing callable ``Sketch -> estimate``, arguments checked before any
+    release; it never raises or warns (a failure is a :class:`FailedEstimate`)."""
     if query is not None and query not in _QUERIES:
         raise ValueError(f"query ({query!r}) must be None or one of {_QUERIES}")
     if not isinstance(query_args, (list, tuple)):
@@ -107,38 +108,3 @@ def _estimate(query: str | None, query_args: Sequence[Any], options: dict[str, A
 
 
 then_m2m = make_m2m
-
-_SKETCH_DOMAIN: Any = None
-
-
-def _make_m2m_in_context(
-    query: str | None,
-    query_args: Sequence[Any] = (),
-    *,
-    bounds: Any = None,
-    prior: Prior | None = None,
-    n_samples: int = 100_000,
-    seed: int = 0,
-    lam: str | float = "auto",
-    discrete: dict[str | int, Any] | None = None,
-) -> dp.Transformation:
-    """:func:`make_m2m` for ``dp.Context`` queries (registered as ``m2m``).
-
-    OpenDP's ``PartialChain`` (a query whose noise scale is still being solved for) chains only
-    transformations and measurements, not functions. ``Measurement >> Transformation`` uses just
-    the transformation's *function* (``make_chain_pm``), so the post-processor is wrapped in a
-    transformation on sketches; its stability map is never used for privacy accounting.
-    """
-    global _SKETCH_DOMAIN
-    options = {"bounds": bounds, "prior": prior, "n_samples": n_samples, "seed": seed, "lam": lam, "discrete": discrete}
-    function = _estimate(query, query_args, options)
-    if _SKETCH_DOMAIN is None:
-        _SKETCH_DOMAIN = dp.user_domain("Sketch", lambda x: isinstance(x, Sketch))
-    return dp.t.make_user_transformation(
-        _SKETCH_DOMAIN,
-        dp.symmetric_distance(),
-        dp.user_domain("M2MEstimate", lambda _: True),
-        dp.symmetric_distance(),
-        function,
-        lambda d_in: d_in,
-    )

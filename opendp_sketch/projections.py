@@ -24,11 +24,9 @@ import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._bounds import check_bounds
 from ._fixed import exact_bits, exact_matmul, quantize_columns
+from ._validate import check_bounds, check_positive_int, check_seed, require_symmetric
 from .domains import box_descriptor, box_domain
-from .features.base import _check_positive_int, _check_seed
-from .transformations import _require_symmetric
 
 __all__ = ["JLProjection", "make_jl_projection", "then_jl_projection"]
 
@@ -117,9 +115,9 @@ class JLProjection:
     """
 
     def __init__(self, input_dim: int, output_dim: int, seed: int = 0) -> None:
-        self.input_dim = _check_positive_int(input_dim, "input_dim")
-        self.output_dim = _check_positive_int(output_dim, "output_dim")
-        self.seed = _check_seed(seed)
+        self.input_dim = check_positive_int(input_dim, "input_dim")
+        self.output_dim = check_positive_int(output_dim, "output_dim")
+        self.seed = check_seed(seed)
         self.bits = exact_bits(self.input_dim)
         self._weights = _draw_weights(self.input_dim, self.output_dim, self.seed)
 
@@ -150,7 +148,7 @@ class JLProjection:
         :raises ValueError: on a wrong shape or non-finite values
         """
         if chunk_rows is not None:
-            _check_positive_int(chunk_rows, "chunk_rows")
+            check_positive_int(chunk_rows, "chunk_rows")
         return self._project(_rows(X, self.input_dim, "points"), chunk_rows)
 
     def output_bounds(self, bounds: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -274,10 +272,10 @@ def make_jl_projection(
     """
     dp.assert_features("contrib", "honest-but-curious")
     desc = box_descriptor(input_domain)
-    _require_symmetric(input_metric)
+    require_symmetric(input_metric)
     proj = JLProjection(desc.num_columns, output_dim, seed)
     if chunk_rows is not None:
-        _check_positive_int(chunk_rows, "chunk_rows")
+        check_positive_int(chunk_rows, "chunk_rows")
     lower, upper = proj.output_bounds(desc.bounds)
     output_domain = box_domain((lower, upper))
     d = desc.num_columns

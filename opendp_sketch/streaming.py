@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,40 +22,25 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 
-from ._bounds import check_bounds
 from ._fixed import Accumulator
+from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
+from .domains import FrameBoxDomain
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .transformations import I64_MAX, count_transformation, integer_sum_transformation, pair_transformation
 
 __all__ = [
     "frame_box_domain",
     "FrameBoxDomain",
     "make_frame_feature_sum",
     "make_frame_row_count",
+    "make_frame_sum_and_count",
     "make_lazyframe_to_frame_box",
-    "release_sketch_in_context",
     "scan",
 ]
 
 #: rows per batch read from a frame (bounded memory: batch_rows × columns float64 at a time)
 DEFAULT_BATCH_ROWS = 1 << 16
-_I64_MAX = (1 << 63) - 1
 _SCANNERS = {".parquet": pl.scan_parquet, ".pq": pl.scan_parquet, ".csv": pl.scan_csv, ".ipc": pl.scan_ipc, ".arrow": pl.scan_ipc}
-
-
-@dataclass(frozen=True, kw_only=True)
-class FrameBoxDomain:
-    """Descriptor of :func:`frame_box_domain`: Polars frames with numeric columns and a public box."""
-
-    lower: tuple[float, ...]
-    upper: tuple[float, ...]
-    num_columns: int
-    column_names: tuple[str, ...]
-    impute: tuple[float, ...] | None
-    """public values that replace null/NaN (``None``: frames with null/NaN are not members)"""
-
-    @property
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.array(self.lower), np.array(self.upper)
 
 
 def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = None) -> dp.Domain:
@@ -86,8 +70,6 @@ def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = Non
     if not names or len(set(names)) != len(names):
         raise ValueError(f"column_names ({list(names)}) must be distinct and non-empty")
     lo, hi = check_bounds(bounds, len(names))
-    from .transformations import impute_values
-
     fill = None if impute is None else impute_values(impute, len(names))
     desc = FrameBoxDomain(
         lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=len(names), column_names=names,
@@ -163,8 +145,7 @@ def _check_common(input_domain: dp.Domain, input_metric: dp.Metric) -> FrameBoxD
     desc = frame_descriptor(input_domain)
     if desc is None:
         raise ValueError(f"input_domain ({input_domain}) must be a frame_box_domain")
-    if input_metric != dp.symmetric_distance():
-        raise ValueError(f"input_metric ({input_metric}) must be dp.symmetric_distance()")
+    require_symmetric(input_metric)
     return desc
 
 
@@ -195,43 +176,79 @@ def make_frame_feature_sum(
     >>> t(pl.LazyFrame({"x": [0.1, 0.2, 0.9, 7.0]})), t.map(1)
     ([2, 2], 1)
     """
-    from .transformations import _check_chunking, _integer_sum_transformation
+    if p not in (1, 2):
+        raise ValueError(f"p ({p!r}) must be 1 or 2")
+    function = _frame_sum_function(input_domain, input_metric, feature_map, batch_rows, chunk_rows, n_jobs)
+    return integer_sum_transformation(input_domain, input_metric, feature_map, p, lambda frame: function(frame)[0])
 
+
+def make_frame_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Transformation:
+    """The Polars backend: the exact pair ``(Σ q(clamp(x_i)), n)`` of a frame in one streamed
+    pass (see :func:`~opendp_sketch.transformations.pair_transformation`); the release layer
+    adds the noise.
+
+    :example:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0, 1), bins=2, dim=1)
+    >>> t = dps.make_frame_sum_and_count(dps.frame_box_domain((0, 1), ["x"]), dp.symmetric_distance(), fm)
+    >>> s, n = t(pl.LazyFrame({"x": [0.1, None, 0.9]}))
+    >>> s.tolist(), n
+    ([2, 1], 3)
+    """
+    function = _frame_sum_function(input_domain, input_metric, feature_map, batch_rows, chunk_rows, n_jobs)
+    return pair_transformation(input_domain, input_metric, feature_map, function)
+
+
+def _frame_sum_function(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    batch_rows: int,
+    chunk_rows: int,
+    n_jobs: int | None,
+) -> Callable[[Any], tuple[np.ndarray, int]]:
+    """Checked arguments, then the streamed ``frame -> (exact sum, rows)`` (never raises on values)."""
     desc = _check_common(input_domain, input_metric)
     if not isinstance(feature_map, FeatureMap):
         raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
     if feature_map.input_dim != desc.num_columns:
         raise ValueError(f"feature_map expects {feature_map.input_dim} columns but the frame domain has {desc.num_columns}")
-    if p not in (1, 2):
-        raise ValueError(f"p ({p!r}) must be 1 or 2")
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
         raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
-    _check_chunking(chunk_rows, n_jobs)
+    check_chunking(chunk_rows, n_jobs)
     lo, hi = desc.bounds
     fill = None if desc.impute is None else np.array(desc.impute)
-    names = desc.column_names
+    names = desc.column_names or ()
 
-    def function(frame: Any) -> np.ndarray:
-        total = Accumulator(feature_map.num_features)
+    def function(frame: Any) -> tuple[np.ndarray, int]:
+        total, rows = Accumulator(feature_map.num_features), 0
         for X in iter_batches(frame, names, batch_rows):
             X = _fill(X, fill)
             total.add_exact(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs).total())
-        return total.clipped(_I64_MAX)
+            rows += X.shape[0]
+        return total.clipped(I64_MAX), min(rows, I64_MAX)
 
-    return _integer_sum_transformation(input_domain, input_metric, feature_map, p, function)
+    return function
 
 
 def make_frame_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Transformation:
     """Number of rows of a frame (``i64``, 1-stable); Parquet files answer from their metadata."""
-    from .transformations import _count_transformation
-
     _check_common(input_domain, input_metric)
 
     def function(frame: Any) -> int:
         lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
-        return min(int(lf.select(pl.len()).collect().item()), _I64_MAX)
+        return min(int(lf.select(pl.len()).collect().item()), I64_MAX)
 
-    return _count_transformation(input_domain, input_metric, function)
+    return count_transformation(input_domain, input_metric, function)
 
 
 def _fill(X: np.ndarray, fill: np.ndarray | None) -> np.ndarray:
@@ -273,8 +290,7 @@ def make_lazyframe_to_frame_box(
     dp.assert_features("contrib", "honest-but-curious")
     if type(input_domain).__name__ != "LazyFrameDomain":
         raise ValueError(f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (dp.lazyframe_domain)")
-    if input_metric != dp.symmetric_distance():
-        raise ValueError(f"input_metric ({input_metric}) must be dp.symmetric_distance()")
+    require_symmetric(input_metric)
     names = [str(c) for c in column_names]
     missing = [c for c in names if c not in input_domain.columns]
     if missing:
@@ -285,58 +301,3 @@ def make_lazyframe_to_frame_box(
         raise ValueError(f"columns {bad} must be numeric")
     out = frame_box_domain(bounds, names, impute=impute)
     return dp.t.make_user_transformation(input_domain, input_metric, out, dp.symmetric_distance(), lambda x: x, lambda d: d)
-
-
-def release_sketch_in_context(
-    context: Any,
-    feature_map: FeatureMap,
-    bounds: Any,
-    column_names: Sequence[str] | None = None,
-    *,
-    loss: Any = None,
-    impute: Any = None,
-    count_fraction: float | None = None,
-) -> Any:
-    """Release a sketch from a ``dp.Context`` against the same budget as the context's other
-    queries (e.g. OpenDP's own Polars queries ``context.query().select(...)``).
-
-    The context may be opened on a Polars ``LazyFrame`` (``column_names`` picks the columns) or
-    on a numpy array (``dp.numpy.array2_domain``). The noise scale is the smallest OpenDP
-    certifies for ``loss`` (default: the context's next share from
-    ``split_evenly_over``/``split_by_weights``); pure-ε contexts use discrete Laplace, zCDP
-    contexts discrete Gaussian. The sketch records the loss at the context's privacy unit
-    (its ``d_in``), which is what the context charged.
-
-    Nothing in the released function raises on data: null/NaN read as ``impute`` (or the lower
-    bound) and values outside ``bounds`` are clipped, so every query is charged.
-
-    :raises ValueError: for a context on other data, missing or non-numeric columns, or no loss
-    """
-    from .measurements import DEFAULT_COUNT_FRACTION, _full_bounds, then_private_sketch
-    from .transformations import make_box_clip
-
-    accountant = context.accountant
-    lo, hi = _full_bounds(bounds, feature_map)
-    domain, metric = accountant.input_domain, accountant.input_metric
-    if type(domain).__name__ == "LazyFrameDomain":
-        if column_names is None or len(column_names) != feature_map.input_dim:
-            got = None if column_names is None else len(column_names)
-            raise ValueError(f"column_names: {got} columns given but the feature map expects {feature_map.input_dim}")
-        source = make_lazyframe_to_frame_box(domain, metric, (lo, hi), column_names, impute)
-    else:
-        source = make_box_clip(domain, metric, (lo, hi), impute=impute, column_names=column_names)
-    if loss is None:
-        mids = getattr(context, "d_mids", None)
-        if not mids:
-            raise ValueError("give loss=: this context has no predetermined share for the next query")
-        loss = mids[0]
-    measure = accountant.output_measure
-    if measure not in (dp.max_divergence(), dp.zero_concentrated_divergence()):
-        raise ValueError(f"the context's privacy measure ({measure}) must be pure ε or zCDP")
-    fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
-    meas = dp.binary_search_chain(
-        lambda s: source >> then_private_sketch(measure, feature_map, s, fraction), d_in=context.d_in, d_out=loss
-    )
-    sketch = context(meas)
-    sketch.privacy = {**sketch.privacy, "d_in": context.d_in, "loss": meas.map(context.d_in)}
-    return sketch

@@ -14,38 +14,29 @@ import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._bounds import check_bounds
+from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
 from .domains import box_descriptor, box_domain
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 
-__all__ = ["make_box_clip", "then_box_clip", "make_feature_sum", "then_feature_sum", "make_row_count"]
+__all__ = [
+    "make_box_clip",
+    "then_box_clip",
+    "make_feature_sum",
+    "then_feature_sum",
+    "make_row_count",
+    "make_sum_and_count",
+    "integer_sum_transformation",
+    "count_transformation",
+    "pair_transformation",
+    "pair_parts",
+    "I64_MAX",
+]
 
-_I64_MAX = (1 << 63) - 1
+#: exact sums and counts saturate here (saturation is 1-Lipschitz: stabilities still hold)
+I64_MAX = (1 << 63) - 1
 _F64_EXACT = 1 << 53
-
-
-def _require_symmetric(input_metric: dp.Metric) -> None:
-    if input_metric != dp.symmetric_distance():
-        raise ValueError(f"input_metric ({input_metric}) must be symmetric_distance()")
-
-
-def _check_chunking(chunk_rows: Any, n_jobs: Any) -> None:
-    """``chunk_rows`` a positive int, ``n_jobs`` a positive int or ``None`` (every exact-sum source)."""
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows <= 0:
-        raise ValueError(f"chunk_rows ({chunk_rows!r}) must be a positive integer")
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
-        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
-
-
-def impute_values(impute: Any, num_columns: int) -> np.ndarray:
-    """Public NaN replacements: one finite number, or one per column, as a float64 vector."""
-    try:
-        fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), (num_columns,)).copy()
-    except (TypeError, ValueError):
-        raise ValueError(f"impute ({impute!r}) must be one number or {num_columns} numbers") from None
-    if not np.isfinite(fill).all():
-        raise ValueError(f"impute values must be finite (got {impute!r})")
-    return fill
+#: metric of a (sum, count) pair: the symmetric distance between the datasets it came from
+_SOURCE_DISTANCE = "SymmetricDistanceOfSource()"
 
 
 def _stability_up(d_in: int, sens: float) -> float:
@@ -53,13 +44,13 @@ def _stability_up(d_in: int, sens: float) -> float:
     return math.nextafter(d_in * sens, math.inf)
 
 
-def _integer_sum_transformation(
+def integer_sum_transformation(
     input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, p: int, function: Any
 ) -> dp.Transformation:
     """An ``int64`` feature-sum transformation computed by ``function``, under ``l1_distance(T=i64)``
     (``p=1``) or ``l2_distance(T=f64)`` (``p=2``) with stability ``d_in·Δ_p`` in integer units.
 
-    Every exact-sum source (in memory, streamed, Dask) shares this output type and stability.
+    Every exact-sum source (in memory, streamed, Dask, Spark) shares this output type and stability.
     """
     isens = feature_map.int_sensitivity(p)
     output_domain = dp.vector_domain(dp.atom_domain(T=dp.i64))
@@ -70,10 +61,41 @@ def _integer_sum_transformation(
     return dp.t.make_user_transformation(input_domain, input_metric, output_domain, metric, function, stability)
 
 
-def _count_transformation(input_domain: dp.Domain, input_metric: dp.Metric, function: Any) -> dp.Transformation:
+def count_transformation(input_domain: dp.Domain, input_metric: dp.Metric, function: Any) -> dp.Transformation:
     """A row count (``i64``, 1-stable under the symmetric distance) computed by ``function``."""
     return dp.t.make_user_transformation(
         input_domain, input_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64), function, lambda d_in: d_in
+    )
+
+
+def pair_transformation(
+    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, function: Any
+) -> dp.Transformation:
+    """The exact pair ``(Σ q(x_i), n)`` computed by a backend's ``function`` in one pass.
+
+    The output metric is ``SymmetricDistanceOfSource()``: the distance of two pairs is the
+    symmetric distance of the datasets they came from, so the pair is 1-stable by definition;
+    :func:`pair_parts` reads each half with the stability of its single-process counterpart
+    (sum: ``d_in·Δ_p``, count: ``d_in``). The release layer noises the two halves *after* the
+    pair, so a composition of the two noisy halves makes one pass over the data, not two.
+    """
+    m = feature_map.num_features
+    output_domain = dp.user_domain(
+        f"SumAndCount(num_features={m})",
+        lambda v: isinstance(v, tuple) and len(v) == 2 and np.shape(v[0]) == (m,) and isinstance(v[1], int),
+    )
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, output_domain, dp.user_distance(_SOURCE_DISTANCE), function, lambda d_in: d_in
+    )
+
+
+def pair_parts(
+    pair: dp.Transformation, feature_map: FeatureMap, p: Literal[1, 2]
+) -> tuple[dp.Transformation, dp.Transformation]:
+    """The sum half (stability ``d_in·Δ_p``) and the count half (``d_in``) of a pair's output."""
+    return (
+        integer_sum_transformation(pair.output_domain, pair.output_metric, feature_map, p, lambda v: v[0]),
+        count_transformation(pair.output_domain, pair.output_metric, lambda v: v[1]),
     )
 
 
@@ -114,7 +136,7 @@ def make_box_clip(
     desc = getattr(input_domain, "descriptor", None)
     if type(desc).__name__ != "NPArray2Domain" or desc.T != "f64":
         raise ValueError(f"input_domain ({input_domain}) must be dp.numpy.array2_domain(T=float)")
-    _require_symmetric(input_metric)
+    require_symmetric(input_metric)
     lo, hi = check_bounds(bounds, desc.num_columns)
     if desc.num_columns is not None and desc.num_columns != lo.size:
         raise ValueError(f"bounds have {lo.size} columns but input_domain has {desc.num_columns}")
@@ -200,18 +222,18 @@ def make_feature_sum(
     """
     dp.assert_features("contrib", "honest-but-curious")
     lo, hi = _check_feature_map(input_domain, feature_map)
-    _require_symmetric(input_metric)
+    require_symmetric(input_metric)
     if p not in (1, 2):
         raise ValueError(f"p ({p!r}) must be 1 or 2")
     if not isinstance(fixed_point, bool):
         raise ValueError(f"fixed_point ({fixed_point!r}) must be a bool")
-    _check_chunking(chunk_rows, n_jobs)
+    check_chunking(chunk_rows, n_jobs)
 
     def exact(x: np.ndarray, limit: int) -> np.ndarray:
         return feature_map._accumulate(x, (lo, hi), chunk_rows, n_jobs).clipped(limit)
 
     if fixed_point:
-        return _integer_sum_transformation(input_domain, input_metric, feature_map, p, lambda x: exact(x, _I64_MAX))
+        return integer_sum_transformation(input_domain, input_metric, feature_map, p, lambda x: exact(x, I64_MAX))
 
     sens = feature_map.sensitivity(p)
     k = feature_map.frac_bits
@@ -242,5 +264,38 @@ def make_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Trans
     """
     dp.assert_features("contrib", "honest-but-curious")
     box_descriptor(input_domain)
-    _require_symmetric(input_metric)
-    return _count_transformation(input_domain, input_metric, lambda x: min(int(np.shape(x)[0]), _I64_MAX))
+    require_symmetric(input_metric)
+    return count_transformation(input_domain, input_metric, lambda x: min(int(np.shape(x)[0]), I64_MAX))
+
+
+def make_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Transformation:
+    """The numpy backend: the exact pair ``(Σ q(x_i), n)`` of a bounded array (see
+    :func:`pair_transformation`); the release layer adds the noise.
+
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.transformations import make_sum_and_count
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
+    >>> t = make_sum_and_count(dps.box_domain((0.0, 1.0), num_columns=1), dp.symmetric_distance(), fm)
+    >>> s, n = t(np.array([[0.1], [0.2], [0.9]]))
+    >>> s.tolist(), n
+    ([2, 1], 3)
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    lo, hi = _check_feature_map(input_domain, feature_map)
+    require_symmetric(input_metric)
+    check_chunking(chunk_rows, n_jobs)
+
+    def function(x: np.ndarray) -> tuple[np.ndarray, int]:
+        total = feature_map._accumulate(x, (lo, hi), chunk_rows, n_jobs).clipped(I64_MAX)
+        return total, min(int(np.shape(x)[0]), I64_MAX)
+
+    return pair_transformation(input_domain, input_metric, feature_map, function)

@@ -8,7 +8,7 @@ from .learn import LinearRegression, LogisticRegression
 from .m2m import M2M
 from .pca import CompressivePCA, compressive_pca
 from .race_regression import RACELinearRegression
-from .smooth import SmoothKDE, SmoothKernelPlan, release_smooth_sketches, smooth_kernel_terms
+from .smooth import SmoothKDE, SmoothKernelPlan, smooth_kernel_terms
 
 __all__ = [
     "M2M",
@@ -21,7 +21,6 @@ __all__ = [
     "SquaredL2Distance",
     "SmoothKDE",
     "SmoothKernelPlan",
-    "release_smooth_sketches",
     "smooth_kernel_terms",
     "CompressiveKMeans",
     "CompressiveGMM",

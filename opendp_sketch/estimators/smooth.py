@@ -22,23 +22,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-import opendp.prelude as dp
 import scipy.optimize
 
-from .._bounds import check_bounds
-from ..features.base import DEFAULT_CHUNK_ROWS, _check_positive_float, _check_positive_int, _check_seed
+from .._validate import check_bounds, check_positive_float, check_positive_int, check_seed
 from ..features.rff import RFF
-from ..measurements import (
-    DEFAULT_COUNT_FRACTION,
-    _fraction,
-    _parse_budget,
-    _spent,
-    _to_array,
-    make_private_sketch,
-)
-from ..projections import JLProjection, then_jl_projection
 from ..sketch import Sketch
-from ..transformations import make_box_clip
 from .kde import KDE, check_queries
 
 __all__ = [
@@ -46,7 +34,6 @@ __all__ = [
     "smooth_kernel_terms",
     "exp_sum_error_bound",
     "SmoothKernelPlan",
-    "release_smooth_sketches",
     "SmoothKDE",
 ]
 
@@ -62,7 +49,7 @@ def smooth_kernel(x: Any, y: Any, bandwidth: float) -> np.ndarray:
     >>> float(smooth_kernel([0.0, 0.0], [3.0, 4.0], bandwidth=5.0))
     0.5
     """
-    h = _check_positive_float(bandwidth, "bandwidth")
+    h = check_positive_float(bandwidth, "bandwidth")
     diff = np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)
     return 1.0 / (1.0 + np.sum(diff * diff, axis=-1) / (h * h))
 
@@ -156,7 +143,7 @@ def exp_sum_error_bound(coefficients: Any, exponents: Any, t_max: float) -> floa
 
 
 def _t_max(t_max: Any) -> float:
-    v = _check_positive_float(t_max, "t_max")
+    v = check_positive_float(t_max, "t_max")
     if v > _MAX_T:
         raise ValueError(f"t_max ({t_max!r}) must be at most {_MAX_T:g}")
     return v
@@ -182,7 +169,7 @@ def smooth_kernel_terms(num_terms: int = 8, t_max: float = 100.0) -> tuple[np.nd
     >>> c.shape == a.shape, bool((c > 0).all() and (a > 0).all()), err < 1e-3
     (True, True, True)
     """
-    num_terms = _check_positive_int(num_terms, "num_terms")
+    num_terms = check_positive_int(num_terms, "num_terms")
     if num_terms > _MAX_TERMS:
         raise ValueError(f"num_terms ({num_terms}) must be at most {_MAX_TERMS}")
     t_max = _t_max(t_max)
@@ -232,10 +219,10 @@ class SmoothKernelPlan:
         bounds: Any = None,
         seed: int = 0,
     ) -> None:
-        self.dim = _check_positive_int(dim, "dim")
-        self.bandwidth = _check_positive_float(bandwidth, "bandwidth")
-        self.num_features = _check_positive_int(num_features, "num_features")
-        self.seed = _check_seed(seed)
+        self.dim = check_positive_int(dim, "dim")
+        self.bandwidth = check_positive_float(bandwidth, "bandwidth")
+        self.num_features = check_positive_int(num_features, "num_features")
+        self.seed = check_seed(seed)
         if t_max is None:
             if bounds is None:
                 t_max = 100.0
@@ -243,7 +230,7 @@ class SmoothKernelPlan:
                 lo, hi = check_bounds(bounds, self.dim)
                 t_max = min(float(np.sum((hi - lo) ** 2)) / self.bandwidth**2, _MAX_T)
         self.t_max = _t_max(t_max)
-        self.num_terms = _check_positive_int(num_terms, "num_terms")
+        self.num_terms = check_positive_int(num_terms, "num_terms")
         c, a, _ = smooth_kernel_terms(self.num_terms, self.t_max)
         self._set_terms(c, a)
 
@@ -322,12 +309,12 @@ class SmoothKernelPlan:
             raise ValueError("spec must be a dict with kind 'SmoothKernelPlan'")
         plan = cls.__new__(cls)
         p = spec["params"]
-        plan.dim = _check_positive_int(p["dim"], "dim")
-        plan.bandwidth = _check_positive_float(p["bandwidth"], "bandwidth")
-        plan.num_features = _check_positive_int(p["num_features"], "num_features")
-        plan.num_terms = _check_positive_int(p["num_terms"], "num_terms")
+        plan.dim = check_positive_int(p["dim"], "dim")
+        plan.bandwidth = check_positive_float(p["bandwidth"], "bandwidth")
+        plan.num_features = check_positive_int(p["num_features"], "num_features")
+        plan.num_terms = check_positive_int(p["num_terms"], "num_terms")
         plan.t_max = _t_max(p["t_max"])
-        plan.seed = _check_seed(p["seed"])
+        plan.seed = check_seed(p["seed"])
         plan._set_terms(spec["coefficients"], spec["exponents"])
         return plan
 
@@ -386,7 +373,7 @@ class SmoothKDE:
             raise ValueError(f"sketches must all have the same dimension, got {sorted(dims)}")
         self.dim = dims.pop()
         self.coefficients = c
-        self.bandwidth = None if bandwidth is None else _check_positive_float(bandwidth, "bandwidth")
+        self.bandwidth = None if bandwidth is None else check_positive_float(bandwidth, "bandwidth")
         self.sigmas = np.array([k.feature_map.bandwidth for k in self.kdes])
         counts = np.array([float(s.count) for s in sketches])
         var = np.array([s.count_variance for s in sketches])
@@ -421,142 +408,3 @@ class SmoothKDE:
         if self.bandwidth is None:
             raise ValueError("kernel() needs the smooth kernel's bandwidth: pass bandwidth=h")
         return smooth_kernel(x, y, self.bandwidth)
-
-
-# -- release ---------------------------------------------------------------------------------
-
-
-def release_smooth_sketches(
-    data: Any,
-    plan: SmoothKernelPlan,
-    bounds: Any,
-    *,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    rho: float | None = None,
-    split: Literal["optimal", "even"] | Sequence[float] = "optimal",
-    projection: Any = None,
-    contributions: int = 1,
-    count_fraction: float | None = None,
-    impute: float | Sequence[float] | None = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    n_jobs: int | None = None,
-) -> list[Sketch]:
-    r"""Release the ``J`` sketches of ``plan`` as one composed measurement within one budget.
-
-    The measurement is ``clip [>> jl_projection] >> make_composition([private_sketch(fm_j, s·b_j)])``
-    (OpenDP's composition; one clip and projection, then one feature-sum pass per sketch). The per-sketch scales ``b_j`` are set so
-    that sketch ``j`` spends the share ``w_j`` of the loss (:meth:`SmoothKernelPlan.budget_weights`,
-    or your own weights), and the common factor ``s`` is the smallest one OpenDP certifies for
-    the whole budget (binary search on the composed privacy map):
-
-    * ``epsilon``: pure ε-DP, discrete Laplace, ``ε_j = w_j ε`` (basic composition);
-    * ``rho``: ρ-zCDP, discrete Gaussian, ``ρ_j = w_j ρ``;
-    * ``epsilon`` and ``delta``: zCDP composition of the ``J`` Gaussian sketches, converted once
-      to (ε, δ) — tighter than splitting ε and δ.
-
-    Every returned sketch records the loss of the **joint** release (do not add them up) and its
-    share. Data is validated first: a refused call releases and spends nothing.
-
-    :param data: numpy ``(n, d)`` array or Polars frame (``d = plan.dim``, or
-        ``projection.input_dim``)
-    :param plan: the :class:`SmoothKernelPlan`
-    :param bounds: public box of the data columns
-    :param split: ``"optimal"``, ``"even"`` or ``J`` non-negative weights
-    :param projection: an optional :class:`~opendp_sketch.projections.JLProjection` applied after
-        clipping (then ``plan.dim`` must equal its ``output_dim``)
-    :param count_fraction: share of each sketch's loss spent on its count (default as
-        :func:`~opendp_sketch.release_sketch`)
-    :return: the ``J`` sketches, in the plan's order
-    :raises ValueError: on bad parameters or data (nothing is released)
-    """
-    dp.assert_features("contrib", "honest-but-curious")
-    if not isinstance(plan, SmoothKernelPlan):
-        raise ValueError(f"plan ({plan!r}) must be a SmoothKernelPlan")
-    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
-        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
-    measure, d_out, budget = _parse_budget(epsilon, delta, rho)
-    frac = _fraction(DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction)
-    mechanism = "laplace" if budget == "epsilon" else "gaussian"
-    if isinstance(split, str):
-        w = plan.budget_weights(mechanism, split)  # type: ignore[arg-type]
-    else:
-        w = np.asarray(split, dtype=np.float64).ravel()
-        if w.size != len(plan.feature_maps) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-            raise ValueError(
-                f"split weights must be {len(plan.feature_maps)} non-negative numbers, not all 0"
-            )
-        w = w / w.sum()
-    if (w <= 0).any():
-        raise ValueError("every sketch needs a positive share of the budget (drop zero-weight terms)")
-    if projection is not None:
-        if not isinstance(projection, JLProjection):
-            raise ValueError(f"projection ({projection!r}) must be a JLProjection")
-        if projection.output_dim != plan.dim:
-            raise ValueError(
-                f"projection outputs {projection.output_dim} columns but the plan expects {plan.dim}"
-            )
-    d = plan.dim if projection is None else projection.input_dim
-
-    X, _ = _to_array(data, None)
-    if X.shape[1] != d:
-        raise ValueError(f"data has {X.shape[1]} columns but {d} are expected")
-    if X.shape[0] == 0:
-        raise ValueError("data is empty (0 rows)")
-    lo, hi = check_bounds(bounds, d)
-    if impute is None and not np.isfinite(X).all():
-        raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
-    if impute is not None and np.isinf(X).any():
-        raise ValueError("data contains infinite values; impute replaces NaN only")
-
-    in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
-    source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute)
-    if projection is not None:
-        source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
-    p = 1 if mechanism == "laplace" else 2
-    # scale_j = s · Δ_p(fm_j) / w_j^(1/p): sketch j then spends the share w_j of the loss
-    base = [fm.sensitivity(p) / wj ** (1.0 / p) for fm, wj in zip(plan.feature_maps, w)]
-
-    def build(s: float) -> dp.Measurement:
-        parts = [
-            make_private_sketch(
-                source.output_domain, source.output_metric, measure, fm, s * b, frac, chunk_rows, n_jobs
-            )
-            for fm, b in zip(plan.feature_maps, base)
-        ]
-        # the clip (and projection) run once, before the composition; each part re-reads their output
-        joint = source >> dp.c.make_composition(parts)
-        if delta:
-            joint = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(joint), delta)
-        return joint
-
-    # the analytic factor for the whole budget (count share ignored) brackets the search:
-    # Σ_j w_j·ε = ε at s = contributions/ε, Σ_j w_j·ρ = ρ at s = contributions/√(2ρ)
-    if budget == "epsilon":
-        ref = contributions / d_out
-    elif budget == "rho":
-        ref = contributions / math.sqrt(2 * d_out)
-    else:
-        ref = contributions / d_out[0]
-    meas = None
-    for lo_f, hi_f in ((1 / 20, 1e4), (1.0, 1e8), (1e-4, 1 / 20)):
-        try:
-            meas = dp.binary_search_chain(
-                build, d_in=contributions, d_out=d_out, bounds=(ref * lo_f, ref * hi_f)
-            )
-            break
-        except (ValueError, dp.OpenDPException):
-            continue
-    if meas is None:  # pragma: no cover - extreme budgets only
-        meas = dp.binary_search_chain(build, d_in=contributions, d_out=d_out, T=float)
-    sketches = list(meas(X))
-    spent = _spent(budget, meas.map(contributions))
-    for sk, wj in zip(sketches, w):
-        sk.privacy = {
-            "measure": str(meas.output_measure),
-            "d_in": contributions,
-            **spent,
-            "joint_release": f"one of {len(sketches)} smooth-kernel sketches released together; the loss is the total",
-            "share": float(wj),
-        }
-    return sketches

@@ -12,6 +12,7 @@ dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
 import opendp_sketch as dps  # noqa: E402
+from opendp_sketch.domains import box_data_bounds  # noqa: E402
 from opendp_sketch import dask as dsk  # noqa: E402
 
 D = 3
@@ -47,7 +48,7 @@ def _numpy_sum(fm: dps.FeatureMap, X: np.ndarray, lo: np.ndarray, hi: np.ndarray
 
 
 def _bounds(fm: dps.FeatureMap) -> tuple[np.ndarray, np.ndarray]:
-    return dps.measurements._full_bounds(BOX, fm)
+    return box_data_bounds(BOX, fm)
 
 
 @pytest.mark.parametrize("name", ["rff", "race", "hist", "byclass"])
@@ -97,7 +98,7 @@ def test_dataframe_partitions_and_column_selection(rng):
 @pytest.mark.parametrize("scale", [0.0, 0.3, 5.0])
 def test_privacy_map_equals_numpy_measurement(measure, scale):
     fm = _maps()["rff"]
-    m_dask = dsk.make_private_dask_sketch(dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(),
+    m_dask = dps.make_private_dask_sketch(dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(),
                                           measure, fm, scale)
     m_np = dps.make_private_sketch(dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale)
     for d_in in (0, 1, 3):
@@ -109,7 +110,7 @@ def test_release_matches_release_sketch(budget, rng):
     fm = _maps()["hist"]
     X = _data(rng, 2000)
     X[np.isinf(X)] = 0.0
-    sk = dsk.release_dask_sketch(da.from_array(X, chunks=(300, D)), fm, BOX, column_names=["u", "v", "w"],
+    sk = dps.release_dask_sketch(da.from_array(X, chunks=(300, D)), fm, BOX, column_names=["u", "v", "w"],
                                  contributions=2, **budget)
     ref = dps.release_sketch(X, fm, BOX, contributions=2, **budget)
     assert isinstance(sk, dps.Sketch) and sk.column_names == ["u", "v", "w"]
@@ -129,7 +130,7 @@ def test_release_dataframe_and_impute(rng):
     t = dsk.make_dask_feature_sum(dsk.dask_box_domain(BOX, column_names=["a", "b", "c"], nan=True),
                                   dp.symmetric_distance(), fm, impute=0.5)
     assert list(t(df)) == _numpy_sum(fm, np.where(np.isnan(X), 0.5, X), lo, hi)
-    sk = dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0, impute=0.5)
+    sk = dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, impute=0.5)
     assert sk.column_names == ["a", "b", "c"] and sk.privacy["epsilon"] <= 1.0
 
 
@@ -144,7 +145,7 @@ def test_release_is_one_pass(rng, monkeypatch):
         return real(block, config)
 
     monkeypatch.setattr(dsk, "_partition_stats", counting)
-    dsk.release_dask_sketch(da.from_array(X, chunks=(60, D)), fm, BOX, epsilon=1.0)
+    dps.release_dask_sketch(da.from_array(X, chunks=(60, D)), fm, BOX, epsilon=1.0)
     assert sorted(calls) == [20, 60, 60, 60]  # each partition summed once, sum and count together
 
 
@@ -158,8 +159,7 @@ def spy_release(monkeypatch):
         built.append(1)
         return real(*args, **kwargs)
 
-    for module in (dsk, dps.measurements):
-        monkeypatch.setattr(module, "Sketch", spy)
+    monkeypatch.setattr(dps.release, "Sketch", spy)  # the one place a Sketch is packed
     return built
 
 
@@ -168,11 +168,11 @@ def test_nan_in_one_partition_is_refused_before_release(rng, secret, spy_release
     X = np.full((100, D), secret)
     X[57, 1] = np.nan
     with pytest.raises(ValueError, match="NaN") as err:
-        dsk.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, epsilon=1.0)
+        dps.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, epsilon=1.0)
     assert str(secret) not in str(err.value) and spy_release == []
     X[57, 1] = np.inf
     with pytest.raises(ValueError, match="infinite") as err:
-        dsk.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, rho=0.5)
+        dps.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, rho=0.5)
     assert str(secret) not in str(err.value) and spy_release == []
     # the measurement itself never raises on values (an uncharged error would be an oracle):
     # NaN reads as the lower bound and inf is clipped, exactly as the in-memory clip does
@@ -182,10 +182,10 @@ def test_nan_in_one_partition_is_refused_before_release(rng, secret, spy_release
     lo, hi = np.broadcast_to(BOX[0], (D,)), np.broadcast_to(BOX[1], (D,))
     expected = fm.fixed_sum(np.fmin(np.fmax(X, lo), hi))
     assert np.array_equal(t(da.from_array(X, chunks=(25, D))), expected)
-    m = dsk.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
+    m = dps.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
     assert spy_release == []
     m(da.from_array(X, chunks=(25, D)))
-    dsk.release_dask_sketch(da.from_array(np.zeros((100, D)), chunks=(25, D)), fm, BOX, epsilon=1.0)
+    dps.release_dask_sketch(da.from_array(np.zeros((100, D)), chunks=(25, D)), fm, BOX, epsilon=1.0)
     assert spy_release == [1, 1]  # the spy sees both releases
 
 
@@ -196,14 +196,14 @@ def test_bad_structure_refused(rng, secret, spy_release):
     frame = pd.DataFrame({"a": [secret] * 10, "b": [secret] * 10, "s": ["x"] * 10})
     df = dd.from_pandas(frame, npartitions=2)
     cases = [
-        (lambda: dsk.release_dask_sketch(da.zeros((10, D + 1), chunks=5), fm, BOX, epsilon=1.0), "columns"),
-        (lambda: dsk.release_dask_sketch(da.zeros((10,), chunks=5), fm, BOX, epsilon=1.0), "2-dimensional"),
-        (lambda: dsk.release_dask_sketch(np.zeros((10, D)), fm, BOX, epsilon=1.0), "dask"),
-        (lambda: dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]), "not in the data"),
-        (lambda: dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
-        (lambda: dsk.release_dask_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
-        (lambda: dsk.release_dask_sketch(da.zeros((10, D), chunks=5), fm, (1.0, 0.0), epsilon=1.0), "lower < upper"),
-        (lambda: dsk.release_dask_sketch(da.zeros((10, D), chunks=5), fm, BOX), "exactly one"),
+        (lambda: dps.release_dask_sketch(da.zeros((10, D + 1), chunks=5), fm, BOX, epsilon=1.0), "columns"),
+        (lambda: dps.release_dask_sketch(da.zeros((10,), chunks=5), fm, BOX, epsilon=1.0), "2-dimensional"),
+        (lambda: dps.release_dask_sketch(np.zeros((10, D)), fm, BOX, epsilon=1.0), "dask"),
+        (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]), "not in the data"),
+        (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
+        (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
+        (lambda: dps.release_dask_sketch(da.zeros((10, D), chunks=5), fm, (1.0, 0.0), epsilon=1.0), "lower < upper"),
+        (lambda: dps.release_dask_sketch(da.zeros((10, D), chunks=5), fm, BOX), "exactly one"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message) as err:
@@ -226,7 +226,7 @@ def test_constructor_arguments_checked():
     with pytest.raises(ValueError, match="symmetric_distance"):
         dsk.make_dask_feature_sum(dom, dp.insert_delete_distance(), fm)
     with pytest.raises(ValueError, match="output_measure"):
-        dsk.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.smoothed_max_divergence(), fm, 1.0)
+        dps.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.smoothed_max_divergence(), fm, 1.0)
 
 
 def test_local_cluster_two_workers(rng):
@@ -242,5 +242,5 @@ def test_local_cluster_two_workers(rng):
             t = dsk.make_dask_feature_sum(dsk.dask_box_domain((lo, hi)), dp.symmetric_distance(), fm)
             assert list(t(Xd)) == _numpy_sum(fm, X, lo, hi)
             Xd = da.where(da.isinf(Xd), 0.0, Xd)
-            sk = dsk.release_dask_sketch(Xd, fm, BOX, epsilon=1.0)
+            sk = dps.release_dask_sketch(Xd, fm, BOX, epsilon=1.0)
     assert sk.privacy["epsilon"] <= 1.0 and sk.sum.shape == (fm.num_features,)

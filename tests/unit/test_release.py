@@ -533,7 +533,7 @@ def test_make_private_sketch_wrong_input_domain(hist2d, domain):
 @pytest.mark.parametrize("metric", [dp.insert_delete_distance(), dp.change_one_distance()], ids=str)
 def test_make_private_sketch_wrong_metric(box2, hist2d, metric):
     with pytest.raises(
-        ValueError, match=f"^{re.escape(f'input_metric ({metric}) must be symmetric_distance()')}$"
+        ValueError, match=f"^{re.escape(f'input_metric ({metric}) must be dp.symmetric_distance()')}$"
     ):
         dps.make_private_sketch(box2, metric, dp.max_divergence(), hist2d, 1.0)
 

@@ -11,11 +11,11 @@ from opendp_sketch.estimators.smooth import (
     SmoothKDE,
     SmoothKernelPlan,
     exp_sum_error_bound,
-    release_smooth_sketches,
     smooth_kernel,
     smooth_kernel_terms,
 )
 from opendp_sketch.projections import JLProjection
+from opendp_sketch.release import release_smooth_sketches
 
 
 def exact_sketches(plan, X):

@@ -1,0 +1,167 @@
+"""``dp.Context`` integration: the constructors registered with ``dp.register``, and
+:func:`release_sketch_in_context`.
+
+Importing :mod:`opendp_sketch` registers ``box_clip``, ``feature_sum``, ``private_sketch``,
+``m2m`` and ``jl_projection``, so they chain in Context queries::
+
+    ctx.query(epsilon=0.5).box_clip(bounds).private_sketch(fm).release()
+    ctx.query(epsilon=0.5).box_clip(bounds).private_sketch(fm).m2m("mean").release()
+
+Registered names never collide with OpenDP's own (registration raises on duplicates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import opendp.prelude as dp
+
+from .domains import box_data_bounds
+from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .postprocessors import m2m_estimate
+from .projections import make_jl_projection
+from .release import DEFAULT_COUNT_FRACTION, make_private_sketch, then_private_sketch
+from .sketch import Sketch
+from .streaming import make_lazyframe_to_frame_box
+from .transformations import make_box_clip, make_feature_sum
+
+__all__ = ["release_sketch_in_context", "make_private_sketch_in_context", "make_m2m_in_context", "register"]
+
+
+def make_private_sketch_in_context(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    scale: float,
+    output_measure: dp.Measure | None = None,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Measurement:
+    """``make_private_sketch`` with ``scale`` as the one parameter ``dp.Context`` solves for.
+
+    Registered as ``private_sketch``: ``context.query(epsilon=1.0).private_sketch(fm).release()``.
+    ``output_measure`` defaults to ``dp.max_divergence()`` (Laplace); pass
+    ``dp.zero_concentrated_divergence()`` for Gaussian noise in a zCDP or (ε, δ) context.
+    """
+    return make_private_sketch(
+        input_domain, input_metric, output_measure or dp.max_divergence(), feature_map, scale,
+        count_fraction=count_fraction, chunk_rows=chunk_rows, n_jobs=n_jobs,
+    )
+
+
+_SKETCH_DOMAIN: Any = None
+
+
+def make_m2m_in_context(
+    query: str | None,
+    query_args: Sequence[Any] = (),
+    *,
+    bounds: Any = None,
+    prior: Any = None,
+    n_samples: int = 100_000,
+    seed: int = 0,
+    lam: str | float = "auto",
+    discrete: dict[str | int, Any] | None = None,
+) -> dp.Transformation:
+    """:func:`~opendp_sketch.make_m2m` for ``dp.Context`` queries (registered as ``m2m``).
+
+    OpenDP's ``PartialChain`` (a query whose noise scale is still being solved for) chains only
+    transformations and measurements, not functions. ``Measurement >> Transformation`` uses just
+    the transformation's *function* (``make_chain_pm``), so the post-processor is wrapped in a
+    transformation on sketches; its stability map is never used for privacy accounting. Like
+    every chained post-processor it never raises or warns: a failed estimate is a falsy
+    :class:`~opendp_sketch.FailedEstimate`.
+    """
+    global _SKETCH_DOMAIN
+    options = {"bounds": bounds, "prior": prior, "n_samples": n_samples, "seed": seed, "lam": lam, "discrete": discrete}
+    function = m2m_estimate(query, query_args, options)
+    if _SKETCH_DOMAIN is None:
+        _SKETCH_DOMAIN = dp.user_domain("Sketch", lambda x: isinstance(x, Sketch))
+    return dp.t.make_user_transformation(
+        _SKETCH_DOMAIN,
+        dp.symmetric_distance(),
+        dp.user_domain("M2MEstimate", lambda _: True),
+        dp.symmetric_distance(),
+        function,
+        lambda d_in: d_in,
+    )
+
+
+def release_sketch_in_context(
+    context: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    column_names: Sequence[str] | None = None,
+    *,
+    loss: Any = None,
+    impute: Any = None,
+    count_fraction: float | None = None,
+) -> Sketch:
+    """Release a sketch from a ``dp.Context`` against the same budget as the context's other
+    queries (e.g. OpenDP's own Polars queries ``context.query().select(...)``).
+
+    The context may be opened on a Polars ``LazyFrame`` (``column_names`` picks the columns) or
+    on a numpy array (``dp.numpy.array2_domain``). The noise scale is the smallest OpenDP
+    certifies for ``loss`` (default: the context's next share from
+    ``split_evenly_over``/``split_by_weights``); pure-ε contexts use discrete Laplace, zCDP
+    contexts discrete Gaussian. The sketch records the loss at the context's privacy unit
+    (its ``d_in``), which is what the context charged.
+
+    Nothing in the released function raises on data: null/NaN read as ``impute`` (or the lower
+    bound) and values outside ``bounds`` are clipped, so every query is charged.
+
+    :raises ValueError: for a context on other data, missing or non-numeric columns, or no loss
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> X = np.random.default_rng(0).uniform(size=(100, 2))
+    >>> ctx = dp.Context.compositor(data=X, privacy_unit=dp.unit_of(contributions=2),
+    ...     privacy_loss=dp.loss_of(epsilon=1.0), split_evenly_over=2,
+    ...     domain=dp.numpy.array2_domain(num_columns=2, T=float, nan=False))
+    >>> sk = dps.release_sketch_in_context(ctx, dps.Histogram(bounds=(0, 1), bins=4, dim=2), (0, 1))
+    >>> sk.privacy["d_in"], sk.privacy["loss"] <= 0.5
+    (2, True)
+    """
+    accountant = context.accountant
+    lo, hi = box_data_bounds(bounds, feature_map)
+    domain, metric = accountant.input_domain, accountant.input_metric
+    if type(domain).__name__ == "LazyFrameDomain":
+        if column_names is None or len(column_names) != feature_map.input_dim:
+            got = None if column_names is None else len(column_names)
+            raise ValueError(f"column_names: {got} columns given but the feature map expects {feature_map.input_dim}")
+        source = make_lazyframe_to_frame_box(domain, metric, (lo, hi), column_names, impute)
+    else:
+        source = make_box_clip(domain, metric, (lo, hi), impute=impute, column_names=column_names)
+    if loss is None:
+        mids = getattr(context, "d_mids", None)
+        if not mids:
+            raise ValueError("give loss=: this context has no predetermined share for the next query")
+        loss = mids[0]
+    measure = accountant.output_measure
+    if measure not in (dp.max_divergence(), dp.zero_concentrated_divergence()):
+        raise ValueError(f"the context's privacy measure ({measure}) must be pure ε or zCDP")
+    fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
+    meas = dp.binary_search_chain(
+        lambda s: source >> then_private_sketch(measure, feature_map, s, fraction), d_in=context.d_in, d_out=loss
+    )
+    sketch = context(meas)
+    sketch.privacy = {**sketch.privacy, "d_in": context.d_in, "loss": meas.map(context.d_in)}
+    return sketch
+
+
+def register() -> None:
+    """Register this package's constructors with ``dp.register`` (idempotent)."""
+    from opendp.context import constructors
+
+    for name, ctor in (
+        ("box_clip", make_box_clip),
+        ("feature_sum", make_feature_sum),
+        ("private_sketch", make_private_sketch_in_context),
+        ("m2m", make_m2m_in_context),
+        ("jl_projection", make_jl_projection),
+    ):
+        if name not in constructors:  # importlib.reload must not fail on re-registration
+            dp.register(ctor, name=name)

@@ -1,0 +1,847 @@
+"""The release layer: the one place noise is added.
+
+Every path — numpy and Polars in memory, streamed LazyFrames and files, Dask, Spark,
+``dp.Context`` queries, sessions and smooth-kernel sketches — goes through this module:
+
+1. a **backend** turns the data into a transformation producing the *exact* pair
+   ``(Σ q(x_i), n)`` (integer feature sum and row count), 1-stable in the rows
+   (:func:`~opendp_sketch.transformations.make_sum_and_count` for numpy,
+   :func:`~opendp_sketch.streaming.make_frame_sum_and_count` for Polars frames,
+   :func:`~opendp_sketch.dask.make_dask_sum_and_count` for Dask, the Spark backend likewise);
+2. :func:`make_noisy_sketch` adds OpenDP's discrete Laplace or discrete Gaussian noise to both
+   halves (``make_composition``) and packs a :class:`~opendp_sketch.Sketch`;
+3. a :class:`Budget` (ε, (ε, δ) or ρ) and :func:`search_measurement` find the smallest scale
+   OpenDP certifies for it.
+
+No noise is drawn anywhere else in this package. Backends never import this module, and
+post-processing (``estimators/``) never does either.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import opendp.prelude as dp
+from opendp.extras._utilities import to_then
+
+from ._validate import check_bounds, check_chunking, check_column_names, check_fraction, check_number
+from .domains import FrameBoxDomain, box_data_bounds, descriptor_of
+from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .features.byclass import ByClass
+from .sketch import Sketch, discrete_laplace_variance
+from .streaming import bad_value_counts, frame_box_domain, make_frame_sum_and_count, report_progress, scan
+from .transformations import make_box_clip, make_sum_and_count, pair_parts
+
+__all__ = [
+    "Budget",
+    "DEFAULT_COUNT_FRACTION",
+    "make_private_sketch",
+    "then_private_sketch",
+    "make_noisy_sketch",
+    "search_measurement",
+    "make_private_dask_sketch",
+    "then_private_dask_sketch",
+    "release_sketch",
+    "release_dask_sketch",
+    "release_smooth_sketches",
+    "memory_source",
+]
+
+#: share of the privacy budget spent on the count (the rest goes to the feature sum)
+DEFAULT_COUNT_FRACTION = 0.02
+
+BudgetKind = Literal["epsilon", "epsilon_delta", "rho"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy budget in the one form every release uses: pure ε, (ε, δ), or ρ-zCDP.
+
+    Build it with :meth:`of` from the keyword arguments users give (``epsilon=``, ``delta=``,
+    ``rho=``). It knows the OpenDP measure the noise is calibrated in, the ``d_out`` a search
+    targets, the mechanism (discrete Laplace for ε, discrete Gaussian otherwise) and the norm
+    ``p`` of the sensitivity that mechanism uses.
+
+    :example:
+
+    >>> from opendp_sketch.release import Budget
+    >>> b = Budget.of(epsilon=1.0, delta=1e-6)
+    >>> b.kind, b.mechanism, b.p, b.d_out
+    ('epsilon_delta', 'gaussian', 2, (1.0, 1e-06))
+    >>> Budget.of(epsilon=0.5).record(0.49)
+    {'epsilon': 0.49}
+    """
+
+    kind: BudgetKind
+    d_out: Any
+
+    @classmethod
+    def of(cls, epsilon: Any = None, delta: Any = None, rho: Any = None) -> Budget:
+        """The budget named by exactly one of ``epsilon`` (optionally with ``delta``) or ``rho``.
+
+        :raises ValueError: for none or both, a ``delta`` with ``rho``, or values that are not
+            positive finite numbers (``delta`` below 1; ``delta=0`` means pure ε)
+        """
+        if (epsilon is None) == (rho is None):
+            raise ValueError("give exactly one of epsilon (optionally with delta) or rho")
+        if rho is not None:
+            if delta is not None:
+                raise ValueError("delta cannot be combined with rho")
+            return cls("rho", check_number(rho, "rho"))
+        eps = check_number(epsilon, "epsilon")
+        if delta is None or delta == 0:
+            return cls("epsilon", eps)
+        dl = check_number(delta, "delta")
+        if dl >= 1:
+            raise ValueError(f"delta ({delta!r}) must be below 1")
+        return cls("epsilon_delta", (eps, dl))
+
+    @property
+    def measure(self) -> dp.Measure:
+        """The measure the noise is calibrated in (zCDP for (ε, δ): OpenDP converts it)."""
+        return dp.max_divergence() if self.kind == "epsilon" else dp.zero_concentrated_divergence()
+
+    @property
+    def mechanism(self) -> str:
+        return "laplace" if self.kind == "epsilon" else "gaussian"
+
+    @property
+    def p(self) -> Literal[1, 2]:
+        return 1 if self.kind == "epsilon" else 2
+
+    @property
+    def delta(self) -> float | None:
+        return self.d_out[1] if self.kind == "epsilon_delta" else None
+
+    def reference_scale(self, d_in: int, sensitivity: float) -> float:
+        """The analytic noise scale for the whole budget (count share ignored), to bracket a
+        search: ``d_in·Δ₁/ε``, ``d_in·Δ₂/√(2ρ)``, or ``d_in·Δ₂/ε`` for (ε, δ)."""
+        if self.kind == "epsilon":
+            return d_in * sensitivity / self.d_out
+        if self.kind == "rho":
+            return d_in * sensitivity / math.sqrt(2 * self.d_out)
+        return d_in * sensitivity / self.d_out[0]
+
+    def finish(self, measurement: dp.Measurement) -> dp.Measurement:
+        """``measurement`` in this budget's measure: zCDP converted to (ε, δ) at ``delta``."""
+        if self.kind != "epsilon_delta":
+            return measurement
+        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(measurement), self.d_out[1])
+
+    def record(self, spent: Any) -> dict[str, float]:
+        """The loss a measurement's privacy map reports, under this budget's names."""
+        if self.kind == "rho":
+            return {"rho": float(spent)}
+        if self.kind == "epsilon":
+            return {"epsilon": float(spent)}
+        return {"epsilon": float(spent[0]), "delta": float(spent[1])}
+
+
+def mechanism_of(output_measure: dp.Measure) -> str:
+    """``"laplace"`` for pure ε, ``"gaussian"`` for zCDP; any other measure is refused."""
+    if output_measure == dp.max_divergence():
+        return "laplace"
+    if output_measure == dp.zero_concentrated_divergence():
+        return "gaussian"
+    raise ValueError(
+        f"output_measure ({output_measure}) must be dp.max_divergence() (Laplace) or "
+        "dp.zero_concentrated_divergence() (Gaussian); for (ε, δ) use release_sketch(delta=...) "
+        "or OpenDP's make_zCDP_to_approxDP"
+    )
+
+
+def _count_scale(mechanism: str, scale: float, count_fraction: float, fm: FeatureMap) -> float:
+    """Count noise scale giving the count ``count_fraction`` of the total loss (ε or ρ)."""
+    c = count_fraction
+    if mechanism == "laplace":
+        # ε_sum = Δ₁/scale, ε_count = 1/count_scale, ε_count/ε_sum = c/(1-c)
+        return scale * (1 - c) / (c * fm.sensitivity(1))
+    # ρ_sum = Δ₂²/(2σ²), ρ_count = 1/(2σ_c²), ρ_count/ρ_sum = c/(1-c)
+    return scale * math.sqrt((1 - c) / c) / fm.sensitivity(2)
+
+
+# -- the one noise step --------------------------------------------------------------------
+
+
+def make_noisy_sketch(
+    pair: dp.Transformation,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    scale: float,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+) -> dp.Measurement:
+    r"""From a backend's exact ``(Σ q(x_i), n)`` pair to a noisy :class:`~opendp_sketch.Sketch`.
+
+    ``pair`` is any backend's sum-and-count transformation (1-stable under the symmetric
+    distance, its halves ``d_in·Δ_p``- and ``d_in``-stable). The sum gets OpenDP's discrete
+    Laplace (pure ε, L1) or discrete Gaussian (zCDP, L2) noise at ``scale`` (feature units), the
+    count the share ``count_fraction`` of the loss; OpenDP's ``make_composition`` accounts both.
+    The result takes the pair's *output* (chain it: ``pair >> make_noisy_sketch(pair, ...)``);
+    it is the only place this package draws noise. Since the pair is 1-stable, its privacy map
+    at ``d_in`` is that of the whole chain.
+
+    :param pair: a backend's sum-and-count transformation (its output is the input here)
+    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
+    :param feature_map: the public feature map the pair sums
+    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)`` (0: no noise, infinite loss)
+    :param count_fraction: share of the loss spent on the count, in ``(0, 1)``
+    :return: a Measurement from the pair's output to a :class:`~opendp_sketch.Sketch`
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.release import make_noisy_sketch
+    >>> from opendp_sketch.transformations import make_sum_and_count
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> pair = make_sum_and_count(dps.box_domain((0.0, 1.0), num_columns=1), dp.symmetric_distance(), fm)
+    >>> m = pair >> make_noisy_sketch(pair, dp.max_divergence(), fm, scale=2.0)
+    >>> m.map(1)  # Δ₁ = 1, scale 2, 2% for the count: 0.5 / 0.98
+    0.510204...
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    mechanism = mechanism_of(output_measure)
+    p = 1 if mechanism == "laplace" else 2
+    t_sum, t_count = pair_parts(pair, feature_map, p)
+    # scale 0 is accepted like OpenDP's own mechanisms (infinite loss); parameter searches probe it
+    scale = check_number(scale, "scale", allow_zero=True)
+    count_fraction = check_fraction(count_fraction)
+    int_scale = math.ldexp(scale, feature_map.frac_bits)
+    count_scale = _count_scale(mechanism, scale, count_fraction, feature_map)
+    # the noise variances (scale²) are recorded in the sketch: they must be finite floats too
+    if not all(math.isfinite(v * v) for v in (int_scale, count_scale)):
+        raise ValueError(
+            f"scale ({scale!r}) with count_fraction ({count_fraction!r}) gives a noise scale too large to represent"
+        )
+    if scale == 0:
+        # no noise: an honest measurement with infinite loss. OpenDP's composition refuses to
+        # add two infinite losses, and a raising predicate sends parameter searches down a
+        # ~20x slower path, so this case is built directly.
+        noisy = dp.m.make_user_measurement(
+            pair.output_domain, pair.output_metric, output_measure,
+            lambda v: [t_sum(v), t_count(v)], lambda d_in: math.inf if d_in else 0.0,
+        )
+    else:
+        noise = dp.m.then_laplace if mechanism == "laplace" else dp.m.then_gaussian
+        try:
+            noisy = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
+        except dp.OpenDPException as e:  # e.g. a loss that overflows at a subnormal scale
+            raise ValueError(f"scale ({scale!r}) is outside the range OpenDP can account for ({e.variant})") from None
+    desc = descriptor_of(pair.input_domain)
+    unit = feature_map.unit
+    if mechanism == "laplace":
+        sum_var = discrete_laplace_variance(int_scale) * unit**2
+        count_var = discrete_laplace_variance(count_scale)
+    else:
+        sum_var, count_var = int_scale**2 * unit**2, count_scale**2
+    noise_info = {
+        "mechanism": mechanism,
+        "sum_scale": int_scale * unit,
+        "count_scale": count_scale,
+        "sum_variance": sum_var,
+        "count_variance": count_var,
+        "count_fraction": count_fraction,
+    }
+    composed = noisy
+    # the loss is recorded in every sketch: computed once here, so a loss that overflows is refused
+    # at construction instead of failing after the noise was drawn
+    try:
+        loss = composed.map(1)
+    except dp.OpenDPException as e:
+        raise ValueError(f"the privacy loss at noise scale {int_scale * unit!r} is not representable ({e.variant})") from None
+    record = {"measure": "MaxDivergence" if mechanism == "laplace" else "ZeroConcentratedDivergence", "d_in": 1, "loss": loss}
+    bounds = (list(desc.lower), list(desc.upper))
+    names = None if desc.column_names is None else list(desc.column_names)
+
+    def pack(released: list[Any]) -> Sketch:
+        return Sketch(
+            feature_map=feature_map,
+            sum_units=np.asarray(released[0], dtype=np.int64),
+            count=int(released[1]),
+            noise=dict(noise_info),
+            privacy=dict(record),
+            bounds=bounds,
+            column_names=names,
+        )
+
+    return composed >> dp.new_function(pack, TO="ExtrinsicObject")
+
+
+def make_private_sketch(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    scale: float,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Measurement:
+    r"""Release ``Σ Φ(x_i) + ξ`` and ``n + ζ`` as a :class:`~opendp_sketch.Sketch`.
+
+    ``ξ`` is OpenDP's discrete Laplace (``output_measure=dp.max_divergence()``, L1 sensitivity)
+    or discrete Gaussian (``dp.zero_concentrated_divergence()``, L2 sensitivity) noise added to the
+    exact integer feature sum; ``scale`` is its scale in feature units. The count gets
+    ``count_fraction`` of the privacy loss (paper default 2%) and the sum the rest, so the loss
+    at ``d_in`` is ``d_in·Δ₁/(scale·(1-c))`` (Laplace) or ``(d_in·Δ₂)²/(2·scale²·(1-c))``
+    (Gaussian). The input domain picks the backend: a :func:`~opendp_sketch.box_domain` (numpy
+    in memory) or a :func:`~opendp_sketch.frame_box_domain` (Polars frames, streamed); Dask
+    has :func:`~opendp_sketch.make_private_dask_sketch`.
+
+    :param input_domain: a :func:`~opendp_sketch.box_domain` or :func:`~opendp_sketch.frame_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
+    :param feature_map: the public feature map
+    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)`` (the implemented map, whose
+        sensitivity is ``feature_map.sensitivity(p)``); the :class:`~opendp_sketch.Sketch`
+        reports it in units of ``Φ`` as ``scale / γ``
+    :param count_fraction: share of the loss spent on the count, in ``(0, 1)``
+    :param chunk_rows: rows per chunk of the feature sum
+    :param n_jobs: threads for the feature sum (result identical for any value)
+    :return: a Measurement whose release is a :class:`~opendp_sketch.Sketch`
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> m = dps.make_private_sketch(dps.box_domain((0.0, 1.0), num_columns=1),
+    ...     dp.symmetric_distance(), dp.max_divergence(), feature_map=fm, scale=2.0)
+    >>> m.map(1)  # Δ₁ = 1, scale 2, 2% for the count: 0.5 / 0.98
+    0.510204...
+    >>> type(m(np.random.default_rng(0).random((100, 1)))).__name__
+    'Sketch'
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    mechanism_of(output_measure)
+    check_chunking(chunk_rows, n_jobs)  # before they become part of a cache key
+    pair = _pair_source(input_domain, input_metric, feature_map, chunk_rows, n_jobs)
+    return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, count_fraction)
+
+
+then_private_sketch = to_then(make_private_sketch)
+
+
+def _pair_source(
+    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, chunk_rows: int, n_jobs: int | None
+) -> dp.Transformation:
+    """The backend's scale-independent sum-and-count transformation, cached on the feature map.
+
+    OpenDP's parameter search (``dp.Context``, ``binary_search``) rebuilds the measurement
+    hundreds of times; only the noise depends on the scale. Domains compare equal exactly when
+    their identifiers do, so the identifier is a sound cache key.
+    """
+    key = (str(input_domain), str(input_metric), chunk_rows, n_jobs)
+    cache = feature_map.__dict__.setdefault("_source_cache", {})
+    if key not in cache:
+        if isinstance(getattr(input_domain, "descriptor", None), FrameBoxDomain):
+            make = make_frame_sum_and_count
+        else:
+            make = make_sum_and_count
+        cache[key] = make(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
+    return cache[key]
+
+
+def make_private_dask_sketch(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    scale: float,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Measurement:
+    r""":func:`make_private_sketch` for a Dask collection: one pass over the cluster for the exact
+    ``(sum, count)`` pair (:func:`~opendp_sketch.make_dask_sum_and_count`), then the same noise,
+    budget split and privacy map at the same ``scale``.
+
+    :param input_domain: a :func:`~opendp_sketch.dask_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
+    :param feature_map: the public feature map
+    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)``
+    :param count_fraction: share of the loss spent on the count, in ``(0, 1)``
+    :param impute: public value(s) replacing NaN (without: the lower bound)
+    :param n_jobs: threads inside each partition task
+    :return: a Measurement whose release is a :class:`~opendp_sketch.Sketch`
+    :example:
+
+    >>> import dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> m = dps.make_private_dask_sketch(dps.dask_box_domain((0.0, 1.0), num_columns=1),
+    ...     dp.symmetric_distance(), dp.max_divergence(), feature_map=fm, scale=2.0)
+    >>> m.map(1)
+    0.510204...
+    >>> X = da.random.default_rng(0).random((100, 1), chunks=(30, 1))
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     type(m(X)).__name__
+    'Sketch'
+    """
+    from .dask import make_dask_sum_and_count
+
+    dp.assert_features("contrib", "honest-but-curious")
+    mechanism_of(output_measure)
+    key = ("dask", str(input_domain), str(input_metric), repr(impute), n_jobs)
+    cache = feature_map.__dict__.setdefault("_source_cache", {})
+    if key not in cache:
+        cache[key] = make_dask_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+    pair = cache[key]
+    return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, count_fraction)
+
+
+then_private_dask_sketch = to_then(make_private_dask_sketch)
+
+
+# -- the one scale search ------------------------------------------------------------------
+
+
+def search_measurement(
+    make: Callable[[float], dp.Measurement], budget: Budget, d_in: int, sensitivity: float
+) -> dp.Measurement:
+    """The measurement at the smallest noise scale OpenDP certifies for ``budget`` at ``d_in``.
+
+    ``make(scale)`` builds the pure-ε or zCDP measurement (for (ε, δ) the budget converts it);
+    ``sensitivity`` (``Δ_p`` of what ``scale`` multiplies) brackets the search around the
+    analytic scale: about 60 steps instead of about 1000.
+
+    :raises ValueError: if no representable scale meets the budget
+    """
+
+    def build(scale: float) -> dp.Measurement:
+        return budget.finish(make(scale))
+
+    # Laplace needs d_in·Δ₁/(ε(1-c)) and ρ-zCDP d_in·Δ₂/√(2ρ(1-c)), both above ref; (ε, δ)
+    # Gaussian stays mostly within [ref/20, 10⁴·ref]; extreme δ fall back to wider brackets
+    ref = budget.reference_scale(d_in, sensitivity)
+    for lo_f, hi_f in ((1 / 20, 1e4), (1.0, 1e8), (1e-4, 1 / 20)):
+        try:
+            return dp.binary_search_chain(build, d_in=d_in, d_out=budget.d_out, bounds=(ref * lo_f, ref * hi_f))
+        except (ValueError, dp.OpenDPException):  # boundary outside, or loss overflow at tiny scales
+            continue
+    try:
+        return dp.binary_search_chain(build, d_in=d_in, d_out=budget.d_out, T=float)
+    except (ValueError, dp.OpenDPException) as e:
+        raise ValueError(
+            f"no noise scale OpenDP can represent gives {budget.kind} = {budget.d_out!r} "
+            f"({type(e).__name__}): the budget or count_fraction is too extreme"
+        ) from None
+
+
+def release_once(meas: dp.Measurement, data: Any, budget: Budget, d_in: int) -> Any:
+    """Run ``meas`` on ``data`` once and record, in each released sketch, what was spent."""
+    out = meas(data)
+    spent = {"measure": str(meas.output_measure), "d_in": d_in, **budget.record(meas.map(d_in))}
+    for sk in out if isinstance(out, list) else [out]:
+        sk.privacy = {**spent, **{k: v for k, v in sk.privacy.items() if k in ("joint_release", "share")}}
+    return out
+
+
+# -- one-call releases (curator side: validate, then build, then release once) -------------
+
+
+def check_release_arguments(feature_map: Any, contributions: Any, count_fraction: Any) -> float:
+    """Checks shared by every one-call release; returns the checked ``count_fraction``."""
+    dp.assert_features("contrib", "honest-but-curious")
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
+        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
+    return check_fraction(count_fraction)
+
+
+def to_array(data: Any, column_names: Sequence[str] | None) -> tuple[np.ndarray, list[str] | None]:
+    """numpy 2-D float64 view of numpy or Polars input; errors never echo data values."""
+    import polars as pl
+
+    if isinstance(data, (pl.DataFrame, pl.LazyFrame)):
+        frame = data.collect() if isinstance(data, pl.LazyFrame) else data
+        cols = list(column_names) if column_names is not None else frame.columns
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            raise ValueError(f"columns {missing} are not in the data (columns: {frame.columns})")
+        bad = [c for c in cols if not frame.schema[c].is_numeric()]
+        if bad:
+            raise ValueError(f"columns {bad} must be numeric")
+        return frame.select(cols).cast(pl.Float64).to_numpy(), cols
+    if not isinstance(data, np.ndarray):
+        raise ValueError(f"data must be a numpy array or a Polars DataFrame/LazyFrame, got {type(data).__name__}")
+    if data.dtype.kind not in "biuf":
+        raise ValueError(f"data dtype ({data.dtype}) must be numeric (bool, int or float)")
+    if data.ndim != 2:
+        raise ValueError(f"data must be 2-dimensional (rows × columns), got {data.ndim} dimension(s)")
+    return data.astype(np.float64, copy=False), None if column_names is None else list(column_names)
+
+
+def check_finite(X: np.ndarray, impute: Any) -> None:
+    """The curator-side rule for in-memory data: NaN needs ``impute``; ±inf is refused."""
+    if impute is None and not np.isfinite(X).all():
+        raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
+    if impute is not None and np.isinf(X).any():
+        raise ValueError("data contains infinite values; impute replaces NaN only")
+
+
+def memory_source(
+    data: Any, feature_map: FeatureMap, bounds: Any, impute: Any, column_names: Sequence[str] | None, projection: Any
+) -> tuple[np.ndarray, dp.Transformation]:
+    """In-memory data checked (nothing released yet) and its clip (and projection) transformation."""
+    X, names = to_array(data, column_names)
+    if projection is not None:
+        from .projections import JLProjection
+
+        if not isinstance(projection, JLProjection):
+            raise ValueError(f"projection ({projection!r}) must be a JLProjection")
+        if isinstance(feature_map, ByClass):
+            raise ValueError("a projection cannot be combined with ByClass (it would mix the label into the features)")
+        if projection.output_dim != feature_map.input_dim:
+            raise ValueError(
+                f"the projection outputs {projection.output_dim} columns but the feature map expects {feature_map.input_dim}"
+            )
+    d = feature_map.input_dim if projection is None else projection.input_dim
+    if X.shape[1] != d:
+        what = "the feature map" if projection is None else "the projection"
+        raise ValueError(f"data has {X.shape[1]} columns but {what} expects {d}")
+    if X.shape[0] == 0:
+        raise ValueError("data is empty (0 rows)")
+    lo, hi = box_data_bounds(bounds, feature_map) if projection is None else check_bounds(bounds, d)
+    check_finite(X, impute)
+    in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
+    source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute, column_names=names)
+    if projection is not None:
+        from .projections import then_jl_projection
+
+        source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
+    return X, source
+
+
+def release_sketch(
+    data: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    contributions: int = 1,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    impute: float | Sequence[float] | None = None,
+    column_names: Sequence[str] | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+    projection: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Sketch:
+    r"""Release a sketch of ``data`` in one call, spending exactly the given budget.
+
+    * ``epsilon`` alone: pure ε-DP with discrete Laplace noise;
+    * ``epsilon`` and ``delta > 0``: (ε, δ)-DP with discrete Gaussian noise (zCDP converted by
+      OpenDP's ``make_zCDP_to_approxDP``);
+    * ``rho``: ρ-zCDP with discrete Gaussian noise.
+
+    The noise scale is the smallest one OpenDP certifies for that budget (binary search over
+    the measurement's privacy map). Data is validated *before* anything is released: a refused
+    call releases nothing and spends nothing, and its error never shows a data value.
+
+    :param data: numpy array ``(n, d)``, Polars DataFrame, or — streamed in batches with memory
+        independent of ``n`` — a Polars LazyFrame or the path of a Parquet/CSV/IPC file
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+    :param epsilon: ε
+    :param delta: δ (switches to Gaussian noise)
+    :param rho: ρ for zCDP (Gaussian noise)
+    :param contributions: rows one individual may contribute (the privacy unit)
+    :param count_fraction: share of the budget for the count
+    :param impute: public value(s) replacing NaN; without it NaN/inf are refused
+    :param column_names: columns to use (Polars) or names to record (numpy)
+    :param projection: a :class:`~opendp_sketch.JLProjection` applied to every clipped row before
+        the feature map (row-wise, 1-stable): the data and ``bounds`` have
+        ``projection.input_dim`` columns, the map ``projection.output_dim``. Keep the projection
+        (it is public and seeded) to project query points the same way.
+    :param progress: for a file or LazyFrame, called as ``progress(rows_done, rows_total)`` after
+        each streamed batch of the release pass (on the curator's machine; never released)
+    :return: the released :class:`~opendp_sketch.Sketch`
+    :raises ValueError: on bad parameters or data (nothing is released)
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> X = np.random.default_rng(0).uniform(0, 1, size=(1000, 2))
+    >>> sk = dps.release_sketch(X, dps.Histogram(bounds=(0, 1), bins=4, dim=2),
+    ...                         bounds=(0, 1), epsilon=1.0)
+    >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
+    (True, (8,))
+    """
+    count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
+    budget = Budget.of(epsilon, delta, rho)
+    column_names = check_column_names(column_names)
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress ({progress!r}) must be a callable progress(rows_done, rows_total) or None")
+    check_chunking(chunk_rows, n_jobs)  # here too: inside the scale search an error would be swallowed
+
+    if isinstance(data, (str, os.PathLike)):
+        data = scan(data)
+    import polars as pl
+
+    if isinstance(data, pl.LazyFrame):
+        if projection is not None:
+            raise ValueError("projection= needs in-memory data (a numpy array or a Polars DataFrame)")
+        return _release_frame(
+            data, feature_map, bounds, budget, contributions, count_fraction, impute, column_names, chunk_rows, n_jobs,
+            progress,
+        )
+    X, source = memory_source(data, feature_map, bounds, impute, column_names, projection)
+
+    def build(scale: float) -> dp.Measurement:
+        return source >> then_private_sketch(budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+
+    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    return release_once(meas, X, budget, contributions)
+
+
+def _release_frame(
+    frame: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    budget: Budget,
+    contributions: int,
+    count_fraction: float,
+    impute: Any,
+    column_names: Sequence[str] | None,
+    chunk_rows: int,
+    n_jobs: int | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Sketch:
+    """Streamed release of a LazyFrame: validated by streaming queries first, released once."""
+    import polars as pl
+
+    try:
+        schema = frame.collect_schema()
+    except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    names = list(column_names) if column_names is not None else list(schema.names())
+    missing = [c for c in names if c not in schema]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the data (columns: {list(schema.names())})")
+    bad = [c for c in names if not schema[c].is_numeric()]
+    if bad:
+        raise ValueError(f"columns {bad} must be numeric")
+    d = feature_map.input_dim
+    if len(names) != d:
+        raise ValueError(f"data has {len(names)} columns but the feature map expects {d}")
+    lo, hi = box_data_bounds(bounds, feature_map)
+    domain = frame_box_domain((lo, hi), names, impute=impute)  # checks impute before any pass
+    try:  # one full pass before releasing: unreadable rows are refused here, not mid-release
+        rows = int(frame.select(pl.len()).collect().item())
+        nulls, infs = bad_value_counts(frame, names)
+    except pl.exceptions.PolarsError as e:
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    if impute is None and any(nulls.values()):
+        raise ValueError(
+            f"columns {[c for c, v in nulls.items() if v]} contain null or NaN values; clean them or pass impute=<public value>"
+        )
+    if any(infs.values()):
+        raise ValueError(f"columns {[c for c, v in infs.items() if v]} contain infinite values")
+
+    def build(scale: float) -> dp.Measurement:
+        return make_private_sketch(
+            domain, dp.symmetric_distance(), budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
+        )
+
+    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    if progress is None:
+        return release_once(meas, frame, budget, contributions)
+    done = 0
+
+    def advance(batch: int) -> None:
+        nonlocal done
+        done += batch
+        progress(done, rows)
+
+    with report_progress(advance):
+        return release_once(meas, frame, budget, contributions)
+
+
+def release_dask_sketch(
+    data: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    column_names: Sequence[str] | None = None,
+    contributions: int = 1,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> Sketch:
+    r""":func:`release_sketch` for a Dask array or DataFrame, in one pass over the cluster.
+
+    Same budgets (``epsilon``; ``epsilon`` + ``delta``; ``rho``), same noise, same scale search,
+    and the sketch equals in distribution the one ``release_sketch`` gives on the same rows.
+    The collection's structure (type, columns, dtypes, bounds, budget) is checked before
+    anything runs. The single pass computes the exact ``(sum, count)`` pair and whether the data
+    holds NaN (without ``impute``) or ``±inf``; such data is refused on the client **before**
+    the noise is drawn. A refused call releases nothing, and no error shows a data value.
+    Runs on the current Dask scheduler (a ``distributed.Client`` if one is active).
+
+    :param data: ``dask.array.Array`` ``(n, d)`` or ``dask.dataframe.DataFrame``
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+    :param epsilon: ε
+    :param delta: δ (switches to Gaussian noise)
+    :param rho: ρ for zCDP (Gaussian noise)
+    :param column_names: DataFrame columns to use (default: all), or names to record (arrays)
+    :param contributions: rows one individual may contribute (the privacy unit)
+    :param count_fraction: share of the budget for the count
+    :param impute: public value(s) replacing NaN; without it NaN/inf are refused
+    :param n_jobs: threads inside each partition task
+    :return: the released :class:`~opendp_sketch.Sketch`
+    :raises ValueError: on bad parameters or data (nothing is released)
+    :example:
+
+    >>> import dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> X = da.random.default_rng(0).uniform(0, 1, size=(1000, 2), chunks=(300, 2))
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     sk = dps.release_dask_sketch(X, dps.Histogram(bounds=(0, 1), bins=4, dim=2),
+    ...                                  bounds=(0, 1), epsilon=1.0)
+    >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
+    (True, (8,))
+    """
+    from .dask import check_dask_collection, dask_box_domain, make_dask_sum_and_count, sum_and_count_dask
+
+    count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
+    budget = Budget.of(epsilon, delta, rho)
+    d = feature_map.input_dim
+    names = check_dask_collection(data, d, column_names)
+    lo, hi = box_data_bounds(bounds, feature_map)
+    domain = dask_box_domain((lo, hi), num_columns=d, column_names=names, nan=impute is not None, inf=False)
+    pair = make_dask_sum_and_count(domain, dp.symmetric_distance(), feature_map, impute=impute, n_jobs=n_jobs)
+
+    def build(scale: float) -> dp.Measurement:
+        return make_noisy_sketch(pair, budget.measure, feature_map, scale, count_fraction)
+
+    # every parameter is checked (by the search) before the one pass over the data
+    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    found: dict[str, bool] = {}
+    value = sum_and_count_dask(data, domain, feature_map, impute, n_jobs, found)
+    if found["nan"] and impute is None:
+        raise ValueError("data contains NaN; clean it or pass impute=<public value>")
+    if found["inf"]:
+        raise ValueError("data contains infinite values; clean it (impute replaces NaN only)")
+    # the pair is 1-stable in the rows: noising the computed pair is the chained measurement
+    return release_once(meas, value, budget, contributions)
+
+
+def release_smooth_sketches(
+    data: Any,
+    plan: Any,
+    bounds: Any,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    split: Literal["optimal", "even"] | Sequence[float] = "optimal",
+    projection: Any = None,
+    contributions: int = 1,
+    count_fraction: float | None = None,
+    impute: float | Sequence[float] | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> list[Sketch]:
+    r"""Release the ``J`` sketches of ``plan`` as one composed measurement within one budget.
+
+    The measurement is ``clip [>> jl_projection] >> make_composition([private_sketch(fm_j, s·b_j)])``
+    (OpenDP's composition; one clip and projection, then one feature-sum pass per sketch). The per-sketch scales ``b_j`` are set so
+    that sketch ``j`` spends the share ``w_j`` of the loss (:meth:`SmoothKernelPlan.budget_weights`,
+    or your own weights), and the common factor ``s`` is the smallest one OpenDP certifies for
+    the whole budget (binary search on the composed privacy map):
+
+    * ``epsilon``: pure ε-DP, discrete Laplace, ``ε_j = w_j ε`` (basic composition);
+    * ``rho``: ρ-zCDP, discrete Gaussian, ``ρ_j = w_j ρ``;
+    * ``epsilon`` and ``delta``: zCDP composition of the ``J`` Gaussian sketches, converted once
+      to (ε, δ) — tighter than splitting ε and δ.
+
+    Every returned sketch records the loss of the **joint** release (do not add them up) and its
+    share. Data is validated first: a refused call releases and spends nothing.
+
+    :param data: numpy ``(n, d)`` array or Polars frame (``d = plan.dim``, or
+        ``projection.input_dim``)
+    :param plan: the :class:`~opendp_sketch.SmoothKernelPlan`
+    :param bounds: public box of the data columns
+    :param split: ``"optimal"``, ``"even"`` or ``J`` non-negative weights
+    :param projection: an optional :class:`~opendp_sketch.projections.JLProjection` applied after
+        clipping (then ``plan.dim`` must equal its ``output_dim``)
+    :param count_fraction: share of each sketch's loss spent on its count (default as
+        :func:`~opendp_sketch.release_sketch`)
+    :return: the ``J`` sketches, in the plan's order
+    :raises ValueError: on bad parameters or data (nothing is released)
+    """
+    from .estimators.smooth import SmoothKernelPlan
+
+    dp.assert_features("contrib", "honest-but-curious")
+    if not isinstance(plan, SmoothKernelPlan):
+        raise ValueError(f"plan ({plan!r}) must be a SmoothKernelPlan")
+    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
+        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
+    budget = Budget.of(epsilon, delta, rho)
+    frac = check_fraction(DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction)
+    if isinstance(split, str):
+        w = plan.budget_weights(budget.mechanism, split)  # type: ignore[arg-type]
+    else:
+        w = np.asarray(split, dtype=np.float64).ravel()
+        if w.size != len(plan.feature_maps) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError(f"split weights must be {len(plan.feature_maps)} non-negative numbers, not all 0")
+        w = w / w.sum()
+    if (w <= 0).any():
+        raise ValueError("every sketch needs a positive share of the budget (drop zero-weight terms)")
+    if projection is not None:
+        from .projections import JLProjection
+
+        if not isinstance(projection, JLProjection):
+            raise ValueError(f"projection ({projection!r}) must be a JLProjection")
+        if projection.output_dim != plan.dim:
+            raise ValueError(f"projection outputs {projection.output_dim} columns but the plan expects {plan.dim}")
+    d = plan.dim if projection is None else projection.input_dim
+
+    X, _ = to_array(data, None)
+    if X.shape[1] != d:
+        raise ValueError(f"data has {X.shape[1]} columns but {d} are expected")
+    if X.shape[0] == 0:
+        raise ValueError("data is empty (0 rows)")
+    lo, hi = check_bounds(bounds, d)
+    check_finite(X, impute)
+    in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
+    source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute)
+    if projection is not None:
+        from .projections import then_jl_projection
+
+        source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
+    p = budget.p
+    # scale_j = s · Δ_p(fm_j) / w_j^(1/p): sketch j then spends the share w_j of the loss
+    base = [fm.sensitivity(p) / wj ** (1.0 / p) for fm, wj in zip(plan.feature_maps, w)]
+
+    def build(s: float) -> dp.Measurement:
+        parts = [
+            make_private_sketch(
+                source.output_domain, source.output_metric, budget.measure, fm, s * b, frac, chunk_rows, n_jobs
+            )
+            for fm, b in zip(plan.feature_maps, base)
+        ]
+        # the clip (and projection) run once, before the composition; each part re-reads their output
+        return source >> dp.c.make_composition(parts)
+
+    # the common factor s multiplies sensitivity-normalised scales: unit sensitivity brackets it
+    meas = search_measurement(build, budget, contributions, 1.0)
+    sketches = release_once(meas, X, budget, contributions)
+    for sk, wj in zip(sketches, w):
+        sk.privacy["joint_release"] = f"one of {len(sketches)} smooth-kernel sketches released together; the loss is the total"
+        sk.privacy["share"] = float(wj)
+    return sketches
