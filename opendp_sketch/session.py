@@ -139,6 +139,8 @@ class Session:
     :ivar dataset_id: the dataset this session spends for
     :ivar budget: ``"epsilon"``, ``"epsilon_delta"`` or ``"rho"``
     :ivar measure: the OpenDP output measure every release must have
+    :ivar contributions: the dataset's privacy unit (rows per individual), fixed at creation;
+        every release is charged at it
     :ivar ledger: the :class:`~opendp_sketch.ledger.Ledger` connection
     :ivar last_release_id: id of the latest release made through this session (``None`` before)
     """
@@ -151,7 +153,6 @@ class Session:
         self.dataset_id = dataset_id
         self.budget = budget
         self.measure = _MEASURES[budget]
-        #: the dataset's privacy unit: rows one individual may contribute, fixed at creation
         self.contributions = unit
         self.last_release_id: int | None = None
 

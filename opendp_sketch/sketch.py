@@ -393,7 +393,7 @@ class Sketch:
                 bounds=bounds,
                 column_names=meta.get("column_names"),
             )
-        except (KeyError, TypeError, ValueError, OverflowError, MemoryError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError, MemoryError, RecursionError) as e:
             raise SketchFormatError(f"{path}: invalid sketch contents: {e}") from None
 
 

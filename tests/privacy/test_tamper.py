@@ -304,5 +304,7 @@ def test_a_session_notices_rows_deleted_under_it(ledger):
         sql(ledger, "DELETE FROM postprocessing")
         sql(ledger, "DELETE FROM sketches")
         sql(ledger, "DELETE FROM releases WHERE id = 4")
-        with pytest.raises(LedgerError, match=r"rows checked earlier \(ids up to 4\) were deleted or changed since"):
+        with pytest.raises(
+            LedgerError, match=r"rows checked earlier \(ids up to 4\) were deleted or changed since"
+        ):
             s.release(fixed_loss(0.01), [1.0])
