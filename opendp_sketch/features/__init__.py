@@ -2,12 +2,15 @@
 
 One module per family: :mod:`.rff` (RFF, QuantizedRFF), :mod:`.subsampled` (SubsampledRFF), :mod:`.race` (RACE),
 :mod:`.histogram` (Histogram, DyadicTrees), :mod:`.moments` (Moments, RandomQuadratic),
-:mod:`.byclass` (ByClass). The common interface is :class:`.base.FeatureMap`.
+:mod:`.byclass` (ByClass), :mod:`.marginals` (Marginals), :mod:`.composite` (Composite).
+The common interface is :class:`.base.FeatureMap`.
 """
 
 from .base import FeatureMap, OneHotFeatureMap, feature_map_from_dict
 from .byclass import ByClass
+from .composite import Composite, CompositeBlock
 from .histogram import DyadicTrees, Histogram
+from .marginals import MarginalBlock, Marginals
 from .moments import Moments, RandomQuadratic
 from .race import RACE
 from .rff import RFF, QuantizedRFF
@@ -26,4 +29,8 @@ __all__ = [
     "Moments",
     "RandomQuadratic",
     "ByClass",
+    "Marginals",
+    "MarginalBlock",
+    "Composite",
+    "CompositeBlock",
 ]

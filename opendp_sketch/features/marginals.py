@@ -1,0 +1,366 @@
+"""Joint marginal tables: one-hot of a row's cell in every public 1-, 2- or 3-way marginal.
+
+Proof of the sensitivity and the layout: ``docs/features/marginals.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._bounds import check_bounds
+from .base import OneHotFeatureMap, _check_positive_int, register_feature_map
+
+__all__ = ["Marginals", "MarginalBlock"]
+
+#: most columns in one marginal
+MAX_WAY = 3
+#: most marginals in one map
+MAX_SUBSETS = 1 << 14
+#: most cells in all marginals together (the sketch holds one int64 per cell: 128 MiB)
+MAX_CELLS = 1 << 24
+
+
+class MarginalBlock(NamedTuple):
+    """Where one marginal table sits in the feature vector."""
+
+    subset: tuple[int, ...]
+    """the data columns of the marginal, in the order of the table's axes"""
+    shape: tuple[int, ...]
+    """bins per column of ``subset``: the table's shape"""
+    offset: int
+    """index of the table's first cell in the feature vector"""
+
+    @property
+    def size(self) -> int:
+        """Number of cells of the table."""
+        return math.prod(self.shape)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _parse_subsets(subsets: Any, dim: int) -> list[tuple[int, ...]]:
+    """Subsets as tuples of distinct column indices (an int ``j`` means ``(j,)``), no set twice."""
+    if isinstance(subsets, (str, bytes)) or not isinstance(subsets, Sequence) or len(subsets) == 0:
+        raise ValueError(f"subsets ({subsets!r}) must be a non-empty sequence of column-index tuples")
+    if len(subsets) > MAX_SUBSETS:
+        raise ValueError(f"subsets has {len(subsets)} marginals; it must have at most {MAX_SUBSETS}")
+    out: list[tuple[int, ...]] = []
+    seen: set[frozenset[int]] = set()
+    for s in subsets:
+        cols = (s,) if _is_int(s) else s
+        if (
+            isinstance(cols, (str, bytes))
+            or not isinstance(cols, Sequence)
+            or not all(_is_int(j) for j in cols)
+        ):
+            raise ValueError(f"subset ({s!r}) must be a column index or a tuple of column indices")
+        t = tuple(int(j) for j in cols)
+        if not 1 <= len(t) <= MAX_WAY or len(set(t)) != len(t):
+            raise ValueError(f"subset ({s!r}) must hold 1 to {MAX_WAY} distinct columns")
+        if min(t) < 0 or max(t) >= dim:
+            raise ValueError(f"subset ({s!r}) must hold column indices in [0, {dim - 1}]")
+        if frozenset(t) in seen:
+            raise ValueError(f"subset ({s!r}) appears twice (column order does not make a new marginal)")
+        seen.add(frozenset(t))
+        out.append(t)
+    return out
+
+
+def _parse_categorical(categorical: Any, lo: np.ndarray, hi: np.ndarray) -> dict[int, int]:
+    """``{column: cardinality K}`` for categorical columns (integer bounds, ``K = hi - lo + 1``)."""
+    if categorical is None:
+        return {}
+    if isinstance(categorical, (str, bytes)) or not isinstance(categorical, Sequence):
+        raise ValueError(f"categorical ({categorical!r}) must be a sequence of column indices")
+    out: dict[int, int] = {}
+    for j in categorical:
+        if not _is_int(j) or not 0 <= j < lo.size or int(j) in out:
+            raise ValueError(
+                f"categorical column ({j!r}) must be a distinct column index in [0, {lo.size - 1}]"
+            )
+        if not (float(lo[j]).is_integer() and float(hi[j]).is_integer()):
+            raise ValueError(
+                f"categorical column {j} has bounds ({lo[j]}, {hi[j]}); they must be integer codes"
+            )
+        k = int(hi[j] - lo[j]) + 1
+        if k > MAX_CELLS:
+            raise ValueError(f"categorical column {j} has {k} codes; it must have at most {MAX_CELLS}")
+        out[int(j)] = k
+    return out
+
+
+def _check_bins_value(v: Any, column: int, categories: dict[int, int]) -> int:
+    if not _is_int(v) or not 1 <= v <= MAX_CELLS:
+        raise ValueError(f"bins ({v!r}) of column {column} must be a positive integer at most {MAX_CELLS}")
+    k = categories.get(column)
+    if k is not None and int(v) != k:
+        raise ValueError(f"bins ({v}) of categorical column {column} must equal its number of codes ({k})")
+    return int(v)
+
+
+def _parse_bins(
+    bins: Any, subsets: list[tuple[int, ...]], dim: int, categories: dict[int, int]
+) -> list[tuple[int, ...]]:
+    """Bins as one tuple per subset: an int (numeric columns; categorical ones get ``K``), one int
+    per column, or one entry per subset (an int or one int per column of the subset)."""
+    if _is_int(bins):
+        return [tuple(categories.get(j) or _check_bins_value(bins, j, {}) for j in s) for s in subsets]
+    if isinstance(bins, (str, bytes)) or not isinstance(bins, Sequence):
+        raise ValueError(f"bins ({bins!r}) must be an int, one int per column, or one entry per subset")
+    if all(_is_int(b) for b in bins):
+        if len(bins) != dim:
+            raise ValueError(
+                f"bins ({bins!r}) as a flat list must have one int per column ({dim}); "
+                "give per-subset bins as a list of lists"
+            )
+        return [tuple(_check_bins_value(bins[j], j, categories) for j in s) for s in subsets]
+    if len(bins) != len(subsets):
+        raise ValueError(
+            f"bins has {len(bins)} entries; per-subset bins need one per subset ({len(subsets)})"
+        )
+    out = []
+    for s, b in zip(subsets, bins):
+        if _is_int(b):
+            out.append(tuple(categories.get(j) or _check_bins_value(b, j, {}) for j in s))
+        elif isinstance(b, Sequence) and not isinstance(b, (str, bytes)) and len(b) == len(s):
+            out.append(tuple(_check_bins_value(v, j, categories) for v, j in zip(b, s)))
+        else:
+            raise ValueError(f"bins ({b!r}) of subset {s} must be an int or {len(s)} ints")
+    return out
+
+
+@register_feature_map
+class Marginals(OneHotFeatureMap):
+    r"""One-hot of a row's cell in every public marginal table, the tables side by side.
+
+    Each marginal is a public subset ``S`` of 1 to 3 columns with public bins per column; its
+    table has ``Π_{j∈S} b_j`` cells and a row falls in exactly one of them. Numeric column ``j``
+    has ``b_j`` equal-width bins of ``[lo_j, hi_j]`` (values outside are clipped to the end bins,
+    NaN goes to the lowest bin). A **categorical** column holds integer codes ``lo_j, …, hi_j``:
+    its ``K = hi_j - lo_j + 1`` bins are centred on the codes (edges at half-integers), so every
+    code has its own bin; non-integers round to the nearest code, outside values clip, NaN goes
+    to code ``lo_j``. The same column may have fine bins in one marginal and coarse bins in
+    another (numeric columns only).
+
+    **Sensitivity.** Every row sets exactly one cell per marginal to 1 and nothing else
+    (integers, no rounding), so with ``|𝒮|`` marginals ``‖Φ(x)‖₁ = |𝒮|`` and
+    ``‖Φ(x)‖₂ = √|𝒮|``, for every float row including NaN and ``±inf``.
+
+    :param bounds: public ``(lower, upper)`` per column (scalars broadcast; integers for
+        categorical columns)
+    :param subsets: the marginals: tuples of 1 to 3 distinct column indices (an int ``j`` is the
+        1-way marginal ``(j,)``); the tuple's order is the order of the table's axes
+    :param bins: bins per numeric column: one int for all (categorical columns always get their
+        ``K``), one int per column, or one entry per subset (an int, or one int per column of
+        that subset)
+    :param categorical: indices of categorical columns (integer codes in their bounds)
+    :param dim: number of columns (needed only when both bounds are scalars)
+    :raises ValueError: for malformed bounds, subsets or bins, or more than ``MAX_CELLS``
+        (``2^24``) cells or ``MAX_SUBSETS`` (``2^14``) marginals
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> fm = dps.Marginals(bounds=([0, 0], [1, 2]), subsets=[0, 1, (0, 1)], bins=[[4], [3], [2, 3]],
+    ...                    categorical=[1])
+    >>> [(b.subset, b.shape, b.offset) for b in fm.blocks]
+    [((0,), (4,), 0), ((1,), (3,), 4), ((0, 1), (2, 3), 7)]
+    >>> fm.cells(np.array([[0.3, 2.0], [np.nan, 7.0]])).tolist()   # one cell per marginal
+    [[1, 6, 9], [0, 6, 9]]
+    >>> fm.num_features, fm.sensitivity(1), fm.sensitivity(2) ** 2
+    (13, 3.0, 3.0)
+    >>> fm.marginal(np.arange(13), (1, 0)).tolist()                # the 2-way table, axes swapped
+    [[7, 10], [8, 11], [9, 12]]
+    """
+
+    kernel_name = "marginal tables (cell indicators)"
+
+    def __init__(
+        self,
+        bounds: Any,
+        subsets: Sequence[int | Sequence[int]],
+        bins: int | Sequence[int] | Sequence[int | Sequence[int]] = 16,
+        *,
+        categorical: Sequence[int] | None = None,
+        dim: int | None = None,
+    ) -> None:
+        self.lower, self.upper = check_bounds(bounds, dim)
+        self.dim = self.lower.size
+        self.categories = _parse_categorical(categorical, self.lower, self.upper)
+        parsed = _parse_subsets(subsets, self.dim)
+        shapes = _parse_bins(bins, parsed, self.dim, self.categories)
+        blocks, offset = [], 0
+        for s, shape in zip(parsed, shapes):
+            blocks.append(MarginalBlock(s, shape, offset))
+            offset += math.prod(shape)
+            if offset > MAX_CELLS:
+                raise ValueError(f"the marginals have more than {MAX_CELLS} cells in all; use coarser bins")
+        self.blocks: tuple[MarginalBlock, ...] = tuple(blocks)
+        self.num_features = offset
+        self._offsets = np.array([b.offset for b in blocks], dtype=np.int64)
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "bounds": [self.lower.tolist(), self.upper.tolist()],
+            "subsets": [list(b.subset) for b in self.blocks],
+            "bins": [list(b.shape) for b in self.blocks],
+            "categorical": sorted(self.categories),
+        }
+
+    # -- public layout helpers ------------------------------------------------------------------
+    def block_index(self, subset: int | Sequence[int]) -> int:
+        """Position in :attr:`blocks` of the marginal over the columns of ``subset`` (any order)."""
+        cols = (subset,) if _is_int(subset) else tuple(subset)  # type: ignore[arg-type]
+        for i, b in enumerate(self.blocks):
+            if len(b.subset) == len(cols) and set(b.subset) == set(cols):
+                return i
+        raise ValueError(f"subset ({subset!r}) is not one of the marginals {[b.subset for b in self.blocks]}")
+
+    def marginal(self, values: Any, subset: int | Sequence[int]) -> np.ndarray:
+        """The table of ``subset`` from a vector laid out like ``Φ`` (e.g. a sketch's sum or mean).
+
+        ``values`` of shape ``(..., m)`` gives ``(..., b_1, …, b_s)`` with the axes in the order of
+        ``subset`` (transposed if it lists the stored columns in another order).
+        """
+        blk = self.blocks[self.block_index(subset)]
+        v = np.asarray(values)
+        if v.shape[-1:] != (self.num_features,):
+            raise ValueError(f"values must have {self.num_features} entries in the last axis, got {v.shape}")
+        table = v[..., blk.offset : blk.offset + blk.size].reshape(v.shape[:-1] + blk.shape)
+        cols = (subset,) if _is_int(subset) else tuple(subset)  # type: ignore[arg-type]
+        lead = v.ndim - 1
+        order = [lead + blk.subset.index(j) for j in cols]
+        return np.transpose(table, list(range(lead)) + order)
+
+    def edges(self, column: int, bins: int) -> np.ndarray:
+        """The ``bins + 1`` public bin edges of ``column`` at ``bins`` bins (half-integers around the
+        codes for a categorical column, whose ``bins`` must be its ``K``)."""
+        j, b = self._check_column_bins(column, bins)
+        if j in self.categories:
+            return np.arange(b + 1, dtype=np.float64) + (self.lower[j] - 0.5)
+        return np.linspace(self.lower[j], self.upper[j], b + 1)
+
+    def bin_index(self, values: Any, column: int, bins: int) -> np.ndarray:
+        """Bin (``0 … bins - 1``) of each value of ``column`` at ``bins`` bins, by the map's rule."""
+        j, b = self._check_column_bins(column, bins)
+        return self._column_bins(np.asarray(values, dtype=np.float64), j, b)
+
+    def cells(self, X: Any) -> np.ndarray:
+        """Feature index of each row's cell in every marginal: ``int64`` ``(n, len(blocks))``.
+
+        Column ``i`` lies in ``[blocks[i].offset, blocks[i].offset + blocks[i].size)``; the cell
+        within the table is the C-order (row-major) index of the per-column bins.
+        """
+        return self._flat(self._as_rows(X))
+
+    # -- the map --------------------------------------------------------------------------------
+    def _check_column_bins(self, column: Any, bins: Any) -> tuple[int, int]:
+        if not _is_int(column) or not 0 <= column < self.dim:
+            raise ValueError(f"column ({column!r}) must be an index in [0, {self.dim - 1}]")
+        return int(column), _check_bins_value(bins, int(column), self.categories)
+
+    def _column_bins(self, x: np.ndarray, j: int, b: int) -> np.ndarray:
+        lo, hi = self.lower[j], self.upper[j]
+        with np.errstate(invalid="ignore"):
+            xc = np.fmin(np.fmax(x, lo), hi)  # fmax/fmin send NaN to the lower bound and clip ±inf
+            if j in self.categories:
+                idx = (np.rint(xc) - lo).astype(np.int64)
+            else:  # (xc - lo) / (hi - lo) lies in [0, 1]: rounding is monotone and the width finite
+                idx = np.floor((xc - lo) / (hi - lo) * b).astype(np.int64)
+        return np.clip(idx, 0, b - 1)  # the upper edge belongs to the last bin
+
+    def _flat(self, X: np.ndarray) -> np.ndarray:
+        out = np.empty((X.shape[0], len(self.blocks)), dtype=np.int64)
+        cache: dict[tuple[int, int], np.ndarray] = {}  # a column's bins, once per resolution
+        for i, blk in enumerate(self.blocks):
+            cell = np.zeros(X.shape[0], dtype=np.int64)
+            for j, b in zip(blk.subset, blk.shape):
+                if (j, b) not in cache:
+                    cache[(j, b)] = self._column_bins(X[:, j], j, b)
+                cell *= b
+                cell += cache[(j, b)]
+            out[:, i] = cell + blk.offset
+        return out
+
+    def _ones_per_row(self) -> int:
+        return len(self.blocks)
+
+    # -- automatic choice -----------------------------------------------------------------------
+    @classmethod
+    def auto(
+        cls,
+        bounds: Any,
+        *,
+        categorical: Sequence[int] | None = None,
+        fine_bins: int = 32,
+        coarse_bins: int = 8,
+        max_cells: int = 1 << 16,
+        dim: int | None = None,
+    ) -> Marginals:
+        r"""Marginals chosen from public information only: every 1-way and as many 2-way as fit.
+
+        The rule (deterministic; it reads the bounds, the categorical columns and the budget):
+
+        1. every column gets a 1-way marginal: ``fine_bins`` bins if numeric, ``K`` if categorical;
+        2. every pair ``(i, j)``, ``i < j``, gets a 2-way marginal with ``c`` bins per numeric
+           column (categorical columns keep ``K``), starting from ``c = coarse_bins`` and halving
+           ``c`` (not below 2) while all cells together exceed ``max_cells``;
+        3. if they still exceed it, pairs are added in increasing order of their cell count
+           (ties: by column indices) while the total stays within ``max_cells``.
+
+        With ``fine_bins`` a multiple of ``coarse_bins`` (powers of two), every coarse bin is a
+        union of fine bins, so the decoder can relate the two resolutions.
+
+        :param bounds: public ``(lower, upper)`` per column
+        :param categorical: indices of categorical columns (integer codes in their bounds)
+        :param fine_bins: bins of numeric columns in 1-way marginals
+        :param coarse_bins: largest bins of numeric columns in 2-way marginals
+        :param max_cells: budget of cells in all marginals
+        :param dim: number of columns (needed only when both bounds are scalars)
+        :raises ValueError: if the 1-way marginals alone exceed ``max_cells``
+        :example:
+
+        >>> import opendp_sketch as dps
+        >>> fm = dps.Marginals.auto(([0, 0, 0], [1, 1, 3]), categorical=[2], fine_bins=16,
+        ...                         coarse_bins=4, max_cells=100)
+        >>> [(b.subset, b.shape) for b in fm.blocks]
+        [((0,), (16,)), ((1,), (16,)), ((2,), (4,)), ((0, 1), (4, 4)), ((0, 2), (4, 4)), ((1, 2), (4, 4))]
+        >>> fm.num_features, fm.sensitivity(1)
+        (84, 6.0)
+        """
+        lo, hi = check_bounds(bounds, dim)
+        d = lo.size
+        cats = _parse_categorical(categorical, lo, hi)
+        fine = _check_positive_int(fine_bins, "fine_bins")
+        coarse = _check_positive_int(coarse_bins, "coarse_bins")
+        budget = _check_positive_int(max_cells, "max_cells")
+        ones = [cats.get(j, fine) for j in range(d)]
+        if sum(ones) > budget:
+            raise ValueError(f"max_cells ({max_cells}) is below the {sum(ones)} cells of the 1-way marginals")
+        subsets: list[Any] = [(j,) for j in range(d)]
+        bins: list[Any] = [[b] for b in ones]
+        pairs = list(itertools.combinations(range(d), 2))
+
+        def shape(pair: tuple[int, int], c: int) -> tuple[int, int]:
+            return (cats.get(pair[0], c), cats.get(pair[1], c))
+
+        c = coarse
+        while c > 2 and sum(ones) + sum(math.prod(shape(p, c)) for p in pairs) > budget:
+            c = max(2, c // 2)
+        total = sum(ones)
+        for p in sorted(pairs, key=lambda p: (math.prod(shape(p, c)), p)):
+            size = math.prod(shape(p, c))
+            if total + size <= budget:
+                subsets.append(p)
+                bins.append(list(shape(p, c)))
+                total += size
+        order = sorted(range(d, len(subsets)), key=lambda i: subsets[i])  # pairs in column order
+        subsets = subsets[:d] + [subsets[i] for i in order]
+        bins = bins[:d] + [bins[i] for i in order]
+        return cls((lo, hi), subsets, bins, categorical=sorted(cats))
