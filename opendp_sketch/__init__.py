@@ -77,7 +77,7 @@ from .release import (
     then_private_sketch,
 )
 from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
-from .sketch import Sketch, SketchFormatError
+from .sketch import Sketch, SketchFormatError, SketchSignatureError
 from .streaming import (
     FrameBoxDomain,
     frame_box_domain,
@@ -122,6 +122,7 @@ __all__ = [
     "release_sketch",
     "Sketch",
     "SketchFormatError",
+    "SketchSignatureError",
     "Session",
     "PrivacyBudgetError",
     "LedgerError",

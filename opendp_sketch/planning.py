@@ -13,7 +13,8 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 
-from .measurements import DEFAULT_COUNT_FRACTION, _fraction, _parse_budget
+from ._validate import check_fraction
+from .release import DEFAULT_COUNT_FRACTION, Budget
 
 __all__ = ["SketchSizePlan", "noise_to_signal", "suggest_sketch_size", "FEATURES_PER_PARAMETER"]
 
@@ -108,7 +109,7 @@ def noise_to_signal(
     n = _positive_int(n, "n")
     budget = _positive_float(budget, "budget")
     signal = _positive_float(signal, "signal", upper=1.0)
-    c = _fraction(count_fraction)
+    c = check_fraction(count_fraction)
     mp = np.asarray(num_frequencies, dtype=np.float64)
     rr = mp if r is None else np.asarray(r, dtype=np.float64)
     if not (np.all(mp >= 1) and np.all(rr >= 1) and np.all(rr <= mp)):
@@ -204,8 +205,9 @@ def suggest_sketch_size(
     n = _positive_int(n, "n")
     k = _positive_int(k, "k")
     d = _positive_int(d, "d")
-    _, d_out, budget_kind = _parse_budget(epsilon, delta, rho)
-    count_fraction = _fraction(count_fraction)
+    parsed = Budget.of(epsilon, delta, rho)
+    d_out, budget_kind = parsed.d_out, parsed.kind
+    count_fraction = check_fraction(count_fraction)
     target = _positive_float(target_nsr, "target_nsr")
     signal = 1.0 / k if signal is None else _positive_float(signal, "signal", upper=1.0)
     if r is not None:

@@ -43,13 +43,12 @@ from .ledger import (
     float_up,
     verify_ledger,
 )
-from .measurements import (
+from .release import (
     DEFAULT_COUNT_FRACTION,
-    _memory_source,
-    _parse_budget,
-    _release_arguments,
-    _search_measurement,
-    _spent,
+    Budget,
+    check_release_arguments,
+    memory_source,
+    search_measurement,
     then_private_sketch,
 )
 from .sketch import Sketch, SketchFormatError
@@ -215,7 +214,8 @@ class Session:
         if epsilon is None and delta is None and rho is None:
             budget, total = None, None
         else:
-            _, d_out, budget = _parse_budget(epsilon, delta, rho)
+            parsed = Budget.of(epsilon, delta, rho)
+            budget, d_out = parsed.kind, parsed.d_out
             total = (d_out[0], d_out[1]) if isinstance(d_out, tuple) else (d_out, 0.0)
         ledger = Ledger(ledger_path, timeout=timeout, key=key)
         try:
@@ -380,23 +380,22 @@ class Session:
         contributions = self._unit(
             "contributions", self.contributions if contributions is None else contributions
         )
-        measure, d_out, budget, count_fraction = _release_arguments(
-            feature_map, contributions, epsilon, delta, rho, count_fraction
-        )
-        if budget != self.budget and not (budget == "epsilon" and self.budget == "epsilon_delta"):
+        count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
+        share = Budget.of(epsilon, delta, rho)
+        measure = share.measure
+        if share.kind != self.budget and not (share.kind == "epsilon" and self.budget == "epsilon_delta"):
             raise ValueError(
                 f"this session accounts {self._budget_words()}: give the release's share as such"
             )
-        X, source = _memory_source(data, feature_map, bounds, impute, column_names, None)
+        X, source = memory_source(data, feature_map, bounds, impute, column_names, None)
 
         def build(scale: float) -> dp.Measurement:
             return source >> then_private_sketch(
                 measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
             )
 
-        delta_arg = delta if budget == "epsilon_delta" else None
-        meas = self._lift(_search_measurement(build, feature_map, budget, d_out, contributions, delta_arg))
-        mech = "laplace" if measure == dp.max_divergence() else "gaussian"
+        meas = self._lift(search_measurement(build, share, contributions, feature_map.sensitivity(share.p)))
+        mech = share.mechanism
         summary = f"{type(feature_map).__name__} m={feature_map.num_features} {mech} fingerprint={feature_map.fingerprint()}"
         return self._release(meas, X, summary, description)
 
@@ -462,7 +461,7 @@ class Session:
                     **kept,
                     "measure": str(meas.output_measure),
                     "d_in": d_in,
-                    **_spent(self.budget, self._opendp_form(loss)),
+                    **Budget(self.budget, None).record(self._opendp_form(loss)),
                     "dataset_id": self.dataset_id,
                     "release_id": release_id,
                 }

@@ -22,6 +22,7 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 
+from ._compat import require_opendp_polars
 from ._fixed import Accumulator
 from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
 from .domains import FrameBoxDomain
@@ -288,6 +289,7 @@ def make_lazyframe_to_frame_box(
     The named columns must be numeric in the context's schema; ``bounds`` are public.
     """
     dp.assert_features("contrib", "honest-but-curious")
+    require_opendp_polars("a dp.Context on a LazyFrame")
     if type(input_domain).__name__ != "LazyFrameDomain":
         raise ValueError(f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (dp.lazyframe_domain)")
     require_symmetric(input_metric)

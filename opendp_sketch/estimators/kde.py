@@ -179,14 +179,14 @@ class KDE:
         """The point of highest estimated density within the box (derivative-free search: the
         density at ``50·n_starts`` seeded random points, the best five refined with Nelder–Mead
         inside the box)."""
-        from ..measurements import _full_bounds
+        from ..domains import box_data_bounds
 
         if bounds is None:
             if self.bounds is None:
                 raise ValueError("bounds are required: the sketch does not record the public box")
             lo, hi = (np.asarray(b, dtype=np.float64)[: self.dim] for b in self.bounds)
         else:
-            lo, hi = (np.asarray(b, dtype=np.float64) for b in _full_bounds(bounds, self.feature_map))
+            lo, hi = (np.asarray(b, dtype=np.float64) for b in box_data_bounds(bounds, self.feature_map))
         rng = np.random.default_rng(seed)
         if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
             raise ValueError(f"n_starts ({n_starts!r}) must be a positive integer")

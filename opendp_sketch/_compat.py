@@ -1,0 +1,28 @@
+"""Versions of optional integrations, checked where they are used (never at import)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+__all__ = ["OPENDP_POLARS", "opendp_polars_available", "require_opendp_polars"]
+
+#: the one Polars release OpenDP 0.16's Polars integration (LazyFrame Contexts, dp.mbi) accepts
+OPENDP_POLARS = "1.36.1"
+
+
+def opendp_polars_available() -> bool:
+    """Whether the installed Polars is the one OpenDP 0.16's Polars integration needs."""
+    return pl.__version__ == OPENDP_POLARS
+
+
+def require_opendp_polars(what: str) -> None:
+    """Refuse, naming the fix, when OpenDP's Polars integration cannot work with this Polars.
+
+    The rest of the package works with any Polars 1.30+ or 2.x.
+    """
+    if not opendp_polars_available():
+        raise ValueError(
+            f"{what} uses OpenDP 0.16's Polars integration, which needs polars=={OPENDP_POLARS} "
+            f"(installed: {pl.__version__}); install it with: pip install 'opendp-sketch[context]' "
+            "(everything else in opendp_sketch works with the installed Polars)"
+        )
