@@ -13,7 +13,18 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["Accumulator", "enforce_l1", "enforce_l2", "isqrt_ceil", "sqrt_up", "exact_bits", "quantize_rows", "quantize_columns", "exact_matmul", "rowwise_sq_norm"]
+__all__ = [
+    "Accumulator",
+    "enforce_l1",
+    "enforce_l2",
+    "isqrt_ceil",
+    "sqrt_up",
+    "exact_bits",
+    "quantize_rows",
+    "quantize_columns",
+    "exact_matmul",
+    "rowwise_sq_norm",
+]
 
 _SPILL = 1 << 62
 
@@ -151,22 +162,30 @@ def exact_bits(dim: int) -> int:
     return (52 - math.ceil(math.log2(max(dim, 1)))) // 2
 
 
-def quantize_rows(X: np.ndarray, bits: int) -> np.ndarray:
+def quantize_rows(X: np.ndarray, bits: int, out: np.ndarray | None = None) -> np.ndarray:
     """Round every row to ``bits`` significant bits relative to its largest entry (row-wise).
 
     Row ``x`` with ``max|x| ≤ 2^e`` becomes ``rint(x·2^(bits-e))·2^(e-bits)``: integers of at
     most ``bits`` bits times one power of two per row. NaN becomes 0, magnitudes are clipped to
     ``2^300`` and rows below ``2^-300`` become 0. The result depends on the row alone.
+
+    :param out: optional float64 array of ``X``'s shape for the result (may be ``X`` itself);
+        Fortran order is fastest (long inner loops), and is what a new result gets
     """
-    Xc = np.clip(np.nan_to_num(X, nan=0.0, posinf=_ROW_MAX, neginf=-_ROW_MAX), -_ROW_MAX, _ROW_MAX)
-    peak = np.abs(Xc).max(axis=1, keepdims=True)
+    q = np.empty(np.shape(X), order="F") if out is None else out
+    np.copyto(q, X, casting="same_kind")
+    qt = q.T  # columns of q as rows: every step below is elementwise or per column of qt
+    np.clip(qt, -_ROW_MAX, _ROW_MAX, out=qt)  # ±inf to ±2^300; NaN stays NaN until the next line
+    np.copyto(qt, 0.0, where=np.isnan(qt))
+    peak = np.abs(qt).max(axis=0)
     peak[peak < _ROW_MIN] = 0.0  # such rows become 0 below
     _, e = np.frexp(peak)  # peak = m·2^e with m in [0.5, 1): |x| ≤ 2^e
     # multiplying by powers of two is exact here (no overflow, results are normal or zero)
-    up = np.ldexp(1.0, bits - e)
-    q = np.rint(Xc * up)
-    q *= np.ldexp(1.0, e - bits)
-    return np.where(peak > 0, q, 0.0)
+    qt *= np.ldexp(1.0, bits - e)
+    np.rint(qt, out=qt)
+    qt *= np.ldexp(1.0, e - bits)
+    np.copyto(qt, 0.0, where=peak == 0.0)
+    return q
 
 
 def quantize_columns(W: np.ndarray, bits: int) -> np.ndarray:
@@ -174,7 +193,7 @@ def quantize_columns(W: np.ndarray, bits: int) -> np.ndarray:
     return quantize_rows(np.asarray(W, dtype=np.float64).T, bits).T.copy()
 
 
-def exact_matmul(Xq: np.ndarray, Wq: np.ndarray) -> np.ndarray:
+def exact_matmul(Xq: np.ndarray, Wq: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``Xq @ Wq`` for quantized factors, where the float64 result is **exact**.
 
     Entry ``(i, j)`` is ``Σ_k a_k b_k · 2^(s_i + t_j)`` with integers ``|a_k|, |b_k| ≤ 2^bits``;
@@ -184,9 +203,9 @@ def exact_matmul(Xq: np.ndarray, Wq: np.ndarray) -> np.ndarray:
     split gives the same exact result, so a row's output depends on that row alone — what the
     add/remove-one-row argument needs. Assumed of the BLAS: a classical product (each entry a sum
     of its ``d`` IEEE products; no Strassen-type or reduced-precision mode), as in OpenBLAS, MKL
-    and Accelerate's default modes.
+    and Accelerate's default modes. ``out``: optional float64 array for the result.
     """
-    return Xq @ Wq
+    return np.matmul(Xq, Wq, out=out)
 
 
 def rowwise_sq_norm(Y: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal
@@ -26,12 +27,53 @@ import numpy as np
 
 from .._fixed import Accumulator, sqrt_up
 
-__all__ = ["FeatureMap", "feature_map_from_dict", "register_feature_map"]
+__all__ = ["FeatureMap", "feature_map_from_dict", "register_feature_map", "scratch_array"]
 
 _REGISTRY: dict[str, type[FeatureMap]] = {}
 
-#: Rows per chunk when summing features; bounds the working memory independently of n.
+#: Rows per chunk when summing features (at most; see :data:`CHUNK_ENTRIES`): bounds the
+#: working memory independently of n.
 DEFAULT_CHUNK_ROWS = 4096
+#: Working-array entries per chunk (or tile) and thread, so that its arrays stay in cache:
+#: ``chunk_rows · _row_width()`` is capped at this, and RFF runs its ``m'``-wide work on tiles of
+#: ``CHUNK_ENTRIES // m'`` rows (512 for m = 1000: measured fastest, see
+#: ``benchmarks/results/feature_sum.md``).
+CHUNK_ENTRIES = 1 << 18
+
+_THREAD_STATE = threading.local()
+
+
+class _Scratch:
+    """Named work arrays of one thread, reused by every chunk of one feature sum."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def array(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        size = math.prod(shape)
+        buf = self._arrays.get(name)
+        if buf is None or buf.dtype != dtype or buf.size < size:
+            buf = self._arrays[name] = np.empty(size, dtype=dtype)
+        return buf[:size].reshape(shape)
+
+
+def scratch_array(name: str, shape: tuple[int, ...], dtype: Any = np.float64) -> np.ndarray:
+    """An uninitialised C-contiguous work array for a feature-map kernel.
+
+    Inside :meth:`FeatureMap.fixed_sum` (and every release path built on it) each worker thread
+    keeps one array per ``name`` and hands it out again for the next chunk, so the hot loop
+    neither allocates nor page-faults; elsewhere a fresh array is returned. Its contents are
+    garbage, and it is only valid until the same thread asks for ``name`` again.
+
+    :example:
+
+    >>> scratch_array("demo", (2, 3)).shape
+    (2, 3)
+    """
+    pool = getattr(_THREAD_STATE, "scratch", None)
+    if pool is None:
+        return np.empty(shape, dtype=dtype)
+    return pool.array(name, shape, np.dtype(dtype))
 
 
 def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
@@ -57,7 +99,9 @@ def feature_map_from_dict(spec: dict[str, Any]) -> FeatureMap:
     try:
         fm = _REGISTRY[kind](**params)
     except TypeError as e:  # missing or unknown parameter names (constructors check the values)
-        raise ValueError(f"feature map {kind} parameters {sorted(params)} do not match its constructor: {e}") from None
+        raise ValueError(
+            f"feature map {kind} parameters {sorted(params)} do not match its constructor: {e}"
+        ) from None
     expected = spec.get("fingerprint")
     if expected is not None and expected != fm.fingerprint():
         raise ValueError(
@@ -189,14 +233,15 @@ class FeatureMap(ABC):
     def _int_bound(self, p: Literal[1, 2]) -> int:
         """Integer bound: ``max_x ‖q(x)‖_1`` for ``p=1``, ``max_x ‖q(x)‖_2²`` for ``p=2``."""
 
-    def _as_rows(self, X: Any) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+    def _as_rows(self, X: Any, copy: bool = True) -> np.ndarray:
+        """``X`` as an ``(n, input_dim)`` array; float64 unless ``copy=False`` and ``X`` is already a
+        real numeric array (then it is returned as is, for chunk-wise conversion)."""
+        if not (copy is False and isinstance(X, np.ndarray) and X.dtype.kind in "biuf"):
+            X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1 and self.input_dim == 1:
             X = X[:, None]
         if X.ndim != 2 or X.shape[1] != self.input_dim:
-            raise ValueError(
-                f"X must have shape (n, {self.input_dim}), got {X.shape}"
-            )
+            raise ValueError(f"X must have shape (n, {self.input_dim}), got {X.shape}")
         return X
 
     def fixed_features(self, X: Any) -> np.ndarray:
@@ -218,8 +263,9 @@ class FeatureMap(ABC):
 
         :param clip: optional public box ``(lower, upper)`` applied to each chunk first (NaN
             goes to the lower bound), so the sum is defined for any float input
-        :param chunk_rows: rows per chunk; working memory is ``O(chunk_rows · m)`` per thread,
-            independent of ``n``
+        :param chunk_rows: rows per chunk at most (chunks are also capped at
+            :data:`CHUNK_ENTRIES` work-array entries, to stay in cache); working memory is
+            ``O(chunk_rows · m)`` per thread, independent of ``n``
         :param n_jobs: threads (default: up to 4, one per core); integer accumulation makes the
             result identical for every ``chunk_rows`` and ``n_jobs``
         """
@@ -232,39 +278,65 @@ class FeatureMap(ABC):
         chunk_rows: int,
         n_jobs: int | None,
     ) -> Accumulator:
-        """The chunked, threaded exact sum behind :meth:`fixed_sum`, as an :class:`Accumulator`."""
-        X = self._as_rows(X)
-        chunk_rows = _check_positive_int(chunk_rows, "chunk_rows")
-        # a chunk's int64 column sums stay below 2^62, whatever the map's integer range
-        chunk_rows = min(chunk_rows, max(1, (1 << 62) // max(1, self._int_bound(1))))
-        # and a chunk's working arrays stay near 2^22 entries per thread, whatever m is
-        chunk_rows = min(chunk_rows, max(16, (1 << 22) // max(1, self._row_width())))
-        acc = Accumulator(self.num_features)
-        starts = range(0, X.shape[0], chunk_rows)
+        """The chunked, threaded exact sum behind :meth:`fixed_sum`, as an :class:`Accumulator`.
 
-        def part(s: int) -> np.ndarray:
-            chunk = X[s : s + chunk_rows]
-            if clip is not None:
-                chunk = np.fmin(np.fmax(chunk, clip[0]), clip[1])
-            with np.errstate(all="ignore"):  # errstate is per thread: set it in the worker
-                return self._fixed_block_sum(chunk)
+        ``X`` is read chunk by chunk and never copied whole: each chunk is clipped into the box
+        (NaN to the lower corner, ``±inf`` to the faces) or converted to float64 in a per-thread
+        buffer, and every kernel reuses its per-thread work arrays (:func:`scratch_array`).
+        """
+        X = self._as_rows(X, copy=False)
+        chunk_rows = self._chunk_rows(chunk_rows)
+        if clip is not None:
+            clip = (np.asarray(clip[0], dtype=np.float64), np.asarray(clip[1], dtype=np.float64))
+        n = X.shape[0]
+        starts = iter(range(0, n, chunk_rows))
+        lock = threading.Lock()
+
+        def next_start() -> int | None:
+            with lock:
+                return next(starts, None)
+
+        def worker() -> Accumulator:
+            acc = Accumulator(self.num_features)
+            _THREAD_STATE.scratch = _Scratch()
+            try:
+                with np.errstate(all="ignore"):  # errstate is per thread: set it in the worker
+                    while (s := next_start()) is not None:
+                        rows = min(chunk_rows, n - s)
+                        chunk = scratch_array("base.chunk", (rows, X.shape[1]))
+                        if clip is None:
+                            np.copyto(chunk, X[s : s + rows], casting="unsafe")
+                        else:  # fmax/fmin send NaN to the lower bound and clip ±inf
+                            np.fmax(X[s : s + rows], clip[0], out=chunk)
+                            np.fmin(chunk, clip[1], out=chunk)
+                        acc.add(self._fixed_block_sum(chunk))
+            finally:
+                _THREAD_STATE.scratch = None
+            return acc
 
         jobs = n_jobs if n_jobs is not None else min(_usable_cpus(), 4)
+        jobs = max(1, min(jobs, -(-n // chunk_rows)))
         # chunk products are small: BLAS threads would only oversubscribe the cores our own
         # workers use (measured: 2x slower on 2 cores), so BLAS runs single-threaded here
         with _single_threaded_blas():
-            if jobs <= 1 or len(starts) <= 1:
-                for s in starts:
-                    acc.add(part(s))
-                return acc
-            # numpy releases the GIL in its kernels; exact integer sums make the order irrelevant.
-            # Chunks go out in waves so at most 2·jobs partial sums are alive at once.
-            wave = 2 * jobs
+            if jobs == 1:
+                return worker()
+            # numpy releases the GIL in its kernels; each thread pulls chunks and keeps its own
+            # exact partial sum, and integer addition makes the order of the parts irrelevant
             with ThreadPoolExecutor(max_workers=jobs) as pool:
-                for w in range(0, len(starts), wave):
-                    for p in pool.map(part, starts[w : w + wave]):
-                        acc.add(p)
-        return acc
+                parts = [pool.submit(worker) for _ in range(jobs)]
+                total = Accumulator(self.num_features)
+                for part in parts:
+                    total.add_exact(part.result().total())
+        return total
+
+    def _chunk_rows(self, chunk_rows: int) -> int:
+        """``chunk_rows`` capped so chunk sums cannot overflow and work arrays stay in cache."""
+        chunk_rows = _check_positive_int(chunk_rows, "chunk_rows")
+        # a chunk's int64 column sums stay below 2^62, whatever the map's integer range
+        chunk_rows = min(chunk_rows, max(1, (1 << 62) // max(1, self._int_bound(1))))
+        # and a chunk's working arrays stay near CHUNK_ENTRIES entries per thread, whatever m is
+        return min(chunk_rows, max(16, CHUNK_ENTRIES // max(1, self._row_width())))
 
     def _row_width(self) -> int:
         """Entries of working memory per row in a chunk (dense maps: ``m``)."""

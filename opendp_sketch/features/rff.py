@@ -11,12 +11,14 @@ from typing import Any, Literal
 import numpy as np
 
 from .._fixed import exact_bits, exact_matmul, quantize_columns, quantize_rows
+from . import base
 from .base import (
     FeatureMap,
     _check_positive_float,
     _check_positive_int,
     _check_seed,
     register_feature_map,
+    scratch_array,
 )
 
 __all__ = ["RFF", "QuantizedRFF"]
@@ -41,10 +43,21 @@ def _draw_frequencies(dim: int, count: int, bandwidth: float, kernel: str, seed:
     return quantize_columns(omega, exact_bits(dim))
 
 
-def _phases(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
-    """Exact float64 ``Xq @ Ω`` with ``Xq`` the row-wise quantized data: a function of each row
+def _rounded_rows(X: np.ndarray) -> np.ndarray:
+    """``quantize_rows(X, exact_bits(d))`` in per-thread scratch (Fortran order: fast to round)."""
+    n, d = X.shape
+    return quantize_rows(X, exact_bits(d), out=scratch_array("rff.rows", (d, n)).T)
+
+
+def _exact_phases(Xq: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """Exact float64 ``Xq @ Ω`` of rounded rows, in per-thread scratch: a function of each row
     alone, whatever BLAS does (the add/remove-one-row argument needs that)."""
-    return exact_matmul(quantize_rows(X, exact_bits(X.shape[1])), omega)
+    return exact_matmul(Xq, omega, out=scratch_array("rff.phase64", (Xq.shape[0], omega.shape[1])))
+
+
+def _phases(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """Exact float64 ``Xq @ Ω`` with ``Xq`` the row-wise rounded data (:func:`_exact_phases`)."""
+    return _exact_phases(_rounded_rows(X), omega)
 
 
 def _check_kernel(kernel: str) -> str:
@@ -140,24 +153,27 @@ class RFF(FeatureMap):
         return _kernel_value(self.kernel, np.asarray(x, float) - np.asarray(y, float), self.bandwidth)
 
     # -- fixed point ------------------------------------------------------------------------
-    def _scaled_pairs(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``γ·2^k·cos`` and ``γ·2^k·sin`` in float32, every pair certified ``a² + b² ≤ 4^k``."""
-        with np.errstate(invalid="ignore", over="ignore"):
-            return self._scaled_pairs_unchecked(X)
-
-    def _scaled_pairs_unchecked(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return _certified_pairs(_phases(X, self.frequencies).astype(np.float32), self.gain, self.frac_bits)
+    def _pairs(self, Xq: np.ndarray) -> np.ndarray:
+        """Certified integer pairs of rounded rows: ``int32`` ``(2, n, m')``, cos then sin."""
+        return _certified_pairs(_exact_phases(Xq, self.frequencies), self.gain, self.frac_bits)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
-        a, b = self._scaled_pairs(X)
-        return np.concatenate([a.astype(np.int64), b.astype(np.int64)], axis=1)
+        q = self._pairs(_rounded_rows(X))
+        return np.concatenate([q[0], q[1]], axis=1, dtype=np.int64)
 
     def _fixed_block_sum(self, X: np.ndarray) -> np.ndarray:
-        a, b = self._scaled_pairs(X)
-        # float32 -> int32 truncates toward zero: |q| <= |a|, so certified pairs stay certified
-        return np.concatenate(
-            [a.astype(np.int32).sum(axis=0, dtype=np.int64), b.astype(np.int32).sum(axis=0, dtype=np.int64)]
-        )
+        # rows are rounded for the whole chunk (few numpy calls); the m'-wide work runs on tiles
+        # of rows small enough to stay in cache
+        Xq = _rounded_rows(X)
+        tile = max(16, base.CHUNK_ENTRIES // self.num_frequencies)
+        total = np.zeros(self.num_features, dtype=np.int64)
+        for s in range(0, Xq.shape[0], tile):
+            total += _pair_sums(self._pairs(Xq[s : s + tile]), self.frac_bits)
+        return total
+
+    def _row_width(self) -> int:
+        # a chunk holds the clipped and the rounded rows; the m'-wide arrays are per tile
+        return 2 * self.dim
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         one = 1 << self.frac_bits
@@ -167,30 +183,56 @@ class RFF(FeatureMap):
         return self.num_frequencies * one * one
 
 
-def _certified_pairs(Z: np.ndarray, gain: float, frac_bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """``γ·2^k·cos Z`` and ``γ·2^k·sin Z`` in float32 (``Z`` float32, overwritten), every pair
-    certified ``a² + b² ≤ 4^k``."""
-    mult = np.float32(math.ldexp(gain, frac_bits))
-    a = np.cos(Z)
-    a *= mult
-    np.sin(Z, out=Z)
-    Z *= mult
-    b = Z
-    # fl(a²+b²) >= (a²+b²)(1-2^-23) in float32, so fl(...) <= 4^k(1-2^-20) proves a²+b² <= 4^k
-    t = a * a
-    t += b * b
+def _certified_pairs(Z: np.ndarray, gain: float, frac_bits: int) -> np.ndarray:
+    """``q_c = trunc(fl(γ·2^k·cos z))`` and ``q_s = trunc(fl(γ·2^k·sin z))`` with ``z = fl32(Z)``
+    the float64 phases rounded to float32, as ``int32`` ``(2, *Z.shape)`` in per-thread scratch,
+    every pair certified ``q_c² + q_s² ≤ 4^k``. Proof: ``docs/fixed_point.md#the-rff-pair-certificate``.
+
+    The float32 certificate decides for the whole chunk; pairs it cannot certify (NaN from a
+    phase beyond the float32 range) go through :func:`_exact_pair_fix` alone, so such a chunk
+    costs about one extra pass, not a second evaluation.
+    """
+    ab = scratch_array("rff.scaled", (2, *Z.shape), np.float32)
+    t = scratch_array("rff.norm2", Z.shape, np.float32)
+    b2 = scratch_array("rff.sin2", Z.shape, np.float32)
+    q = scratch_array("rff.pairs", ab.shape, np.int32)
+    # an infinite phase gives NaN here; its garbage cast is replaced below, so no warning
+    with np.errstate(invalid="ignore", over="ignore"):
+        # the float32 loops round each phase to float32 first (buffered: no float32 phase array)
+        np.cos(Z, out=ab[0], dtype=np.float32, casting="same_kind")
+        np.sin(Z, out=ab[1], dtype=np.float32, casting="same_kind")
+        ab *= np.float32(math.ldexp(gain, frac_bits))
+        # fl(a²+b²) >= (a²+b²)(1-2^-23) in float32, so fl(...) <= 4^k(1-2^-20) proves a²+b² <= 4^k
+        np.multiply(ab[0], ab[0], out=t)
+        np.multiply(ab[1], ab[1], out=b2)
+        t += b2
+        np.copyto(q, ab, casting="unsafe")  # float32 -> int32 truncates toward zero: |q| <= |a|
     limit = np.float32(math.ldexp(1.0 - 2.0**-20, 2 * frac_bits))
     if not (t.max(initial=0.0) <= limit):
-        a, b = _exact_pair_fix(a, b, frac_bits)
-    return a, b
+        bad = np.flatnonzero(~(t.reshape(-1) <= limit))  # NaN compares False: it is fixed too
+        qa, qb = _exact_pair_fix(ab[0].reshape(-1)[bad], ab[1].reshape(-1)[bad], frac_bits)
+        q[0].reshape(-1)[bad] = qa
+        q[1].reshape(-1)[bad] = qb
+    return q
+
+
+def _pair_sums(q: np.ndarray, frac_bits: int) -> np.ndarray:
+    """``int64`` column sums ``[Σ q_c, Σ q_s]`` of certified pairs ``q`` (``(2, n, r)``, ``|q| ≤ 2^k``):
+    blocks of ``2^(30-k)`` rows are summed in ``int32`` (at most ``2^30``: exact), then in ``int64``."""
+    step = 1 << (30 - frac_bits)
+    total = np.zeros(q.shape[::2], dtype=np.int64)
+    for s in range(0, q.shape[1], step):
+        total += q[:, s : s + step].sum(axis=1, dtype=np.int32)
+    return total.reshape(-1)
 
 
 def _exact_pair_fix(a: np.ndarray, b: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rare path: make every truncated pair satisfy ``q_a² + q_b² ≤ 4^k`` exactly.
+    """Rare path: integers ``q_a, q_b`` with ``q_a² + q_b² ≤ 4^k`` exactly for pairs the float32
+    certificate did not certify.
 
     Non-finite values (from out-of-range inputs) become 0; others are clipped to ``±2^k``,
     truncated, and the larger magnitude of a violating pair is stepped toward zero until the
-    integer inequality holds. Returns float32 arrays of integers (exact: ``|q| ≤ 2^k ≤ 2^24``).
+    integer inequality holds. A pair the certificate would pass comes out as ``trunc(a), trunc(b)``.
     """
     one = 1 << frac_bits
     qa = np.trunc(np.clip(np.where(np.isfinite(a), a, 0.0), -one, one)).astype(np.int64)
@@ -203,7 +245,7 @@ def _exact_pair_fix(a: np.ndarray, b: np.ndarray, frac_bits: int) -> tuple[np.nd
         qa[step_a] -= np.sign(qa[step_a])
         qb[step_b] -= np.sign(qb[step_b])
         bad = qa * qa + qb * qb > limit
-    return qa.astype(np.float32), qb.astype(np.float32)
+    return qa, qb
 
 
 @register_feature_map
@@ -281,4 +323,3 @@ class QuantizedRFF(FeatureMap):
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         return self.num_features
-

@@ -135,7 +135,9 @@ class SubsampledRFF(RFF):
         self.num_blocks = mp // r
         self._base = RFF(self.dim, self.num_features, self.bandwidth, self.kernel, self.seed)
         # block b holds frequencies b·r … b·r + r − 1, as a (B, d, r) stack for gathers
-        self._blocks = np.ascontiguousarray(self.frequencies.reshape(self.dim, self.num_blocks, r).transpose(1, 0, 2))
+        self._blocks = np.ascontiguousarray(
+            self.frequencies.reshape(self.dim, self.num_blocks, r).transpose(1, 0, 2)
+        )
 
     @property
     def base_map(self) -> RFF:
@@ -180,11 +182,9 @@ class SubsampledRFF(RFF):
         multiplied by ``B``), ``q_c² + q_s² ≤ 4^k`` for every pair."""
         Xq = quantize_rows(X, exact_bits(self.dim))
         block = self._blocks_of(Xq)
-        with np.errstate(invalid="ignore", over="ignore"):
-            # the float32 pair certificate of RFF (docs/fixed_point.md#the-rff-pair-certificate)
-            Z = self._selected_phases(Xq, block).astype(np.float32)
-            a, b = _certified_pairs(Z, self.gain, self.frac_bits)
-        return block, a.astype(np.int64), b.astype(np.int64)
+        # the float32 pair certificate of RFF (docs/fixed_point.md#the-rff-pair-certificate)
+        q = _certified_pairs(self._selected_phases(Xq, block), self.gain, self.frac_bits)
+        return block, q[0].astype(np.int64), q[1].astype(np.int64)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
         block, qc, qs = self._selected_pairs(X)
