@@ -169,11 +169,9 @@ class Composite(FeatureMap):
             raise ValueError(f"weights ({weights!r}) must be {k} numbers, one per map")
         out = []
         for w in weights:
-            try:
-                v = float(w)
-            except (TypeError, ValueError):
-                v = math.nan
-            if isinstance(w, bool) or not MIN_WEIGHT <= v <= MAX_WEIGHT:
+            real = isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, bool)
+            v = float(w) if real else math.nan
+            if not MIN_WEIGHT <= v <= MAX_WEIGHT:
                 raise ValueError(f"weight ({w!r}) must be a finite number in [2^-30, 2^30]")
             out.append(v)
         return tuple(out)
