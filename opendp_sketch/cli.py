@@ -20,6 +20,13 @@ from tqdm import tqdm
 
 __all__ = ["main"]
 
+_DESCRIPTION = (
+    "Release a table once as a differentially private sketch, then answer analyses from it. "
+    "Commands: release (CSV/Parquet -> sketch file), query (sketch file -> estimates), "
+    "inspect (what a sketch file holds), demo (generated data). Exit code 2 on bad input: "
+    "the message never shows a data value, and nothing is released."
+)
+
 DEMO_COLUMNS = ("age", "income_k", "hours")
 DEMO_BOUNDS = ((18.0, 0.0, 0.0), (90.0, 250.0, 80.0))
 
@@ -183,6 +190,9 @@ def _release(args: argparse.Namespace) -> int:
     # checked before the release: a sketch that cannot be saved would spend the budget for nothing
     if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
         raise ValueError(f"--out {args.out}: cannot write a file there (a directory, or a missing or read-only folder)")
+    # an existing file is most likely an earlier release: overwriting it would spend budget again
+    if out.exists() and not args.force:
+        raise ValueError(f"--out {args.out} exists (an earlier release?); choose another path, or pass --force to replace it")
     fm = _feature_map(args, lo, hi)
     t0 = time.perf_counter()
     print(f"releasing {args.map} sketch of {args.data} (columns {names}) ...", file=sys.stderr)
@@ -193,14 +203,34 @@ def _release(args: argparse.Namespace) -> int:
             bar.total = total
             bar.update(done - bar.n)
 
-        sk = dps.release_sketch(
-            args.data, fm, bounds=(lo, hi), epsilon=args.epsilon, delta=args.delta, rho=args.rho,
-            column_names=names, impute=args.impute, progress=progress,
-        )
+        try:
+            sk = dps.release_sketch(
+                args.data, fm, bounds=(lo, hi), epsilon=args.epsilon, delta=args.delta, rho=args.rho,
+                column_names=names, impute=args.impute, progress=progress,
+            )
+        except ValueError as e:
+            raise ValueError(_in_cli_words(str(e))) from None
     sk.save(args.out)
     print(f"released in {time.perf_counter() - t0:.1f} s: {sk!r}", file=sys.stderr)
     print(json.dumps({"out": args.out, "count": sk.count, "privacy": sk.privacy}, default=str))
     return 0
+
+
+#: Python keyword → the CLI flag that sets it, so errors name what the user can type
+_FLAGS = {
+    "impute=<public value>": "--impute <public value>",
+    "impute=<public value(s)>": "--impute <public value>",
+    "impute=": "--impute ",
+    "epsilon (optionally with delta) or rho": "--epsilon (optionally with --delta) or --rho",
+    "data is empty (0 rows)": "the file has no rows (a header only?)",
+}
+
+
+def _in_cli_words(message: str) -> str:
+    """A library error message with keyword names replaced by the CLI's flags."""
+    for words, flag in _FLAGS.items():
+        message = message.replace(words, flag)
+    return message
 
 
 def _parse_points(text: str) -> list[float]:
@@ -216,9 +246,14 @@ def _query(args: argparse.Namespace) -> int:
     from .estimators.compressive import CompressiveKMeans
     from .estimators.kde import KDE
     from .estimators.m2m import M2M
-    from .sketch import Sketch
+    from .sketch import Sketch, SketchFormatError
 
-    sk = Sketch.load(args.sketch)
+    try:
+        sk = Sketch.load(args.sketch)
+    except SketchFormatError as e:
+        raise ValueError(
+            f"{args.sketch} is not a sketch file ({e}); create one with: opendp-sketch release DATA --schema ... --out FILE"
+        ) from None
     rows: list[dict[str, object]] = []
     needs_m2m = args.mean or args.cdf or args.quantile or args.count
     est = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
@@ -263,34 +298,38 @@ def _query(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``opendp-sketch``."""
-    parser = argparse.ArgumentParser(prog="opendp-sketch", description=__doc__)
+    parser = argparse.ArgumentParser(prog="opendp-sketch", description=_DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="release sketches of generated data and print estimates")
-    p_demo.add_argument("--n", type=int, default=200_000, help="rows to generate (default 200000)")
-    p_demo.add_argument("--epsilon", type=float, default=1.0, help="total privacy budget ε (default 1)")
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    p_demo = sub.add_parser("demo", help="release sketches of generated data and print estimates", formatter_class=fmt)
+    p_demo.add_argument("--n", type=int, default=200_000, help="rows to generate")
+    p_demo.add_argument("--epsilon", type=float, default=1.0, help="total privacy budget ε")
     p_demo.add_argument("--seed", type=int, default=0, help="seed of the data and the public maps")
     p_demo.add_argument("--out", help="directory to save the released sketches in")
     p_demo.set_defaults(func=_demo)
-    p_insp = sub.add_parser("inspect", help="show what a sketch file holds and its privacy parameters")
+    p_insp = sub.add_parser("inspect", help="show what a sketch file holds and its privacy parameters", formatter_class=fmt)
     p_insp.add_argument("path", help="a file written by Sketch.save")
     p_insp.add_argument(
         "--key-file", help="file holding the curator's secret key: the sketch must carry a matching signature"
     )
     p_insp.set_defaults(func=_inspect)
 
-    p_rel = sub.add_parser("release", help="release a sketch of a CSV/Parquet file (streamed) to a sketch file")
+    p_rel = sub.add_parser(
+        "release", help="release a sketch of a CSV/Parquet file (streamed) to a sketch file", formatter_class=fmt
+    )
     p_rel.add_argument("data", help="a .csv, .parquet or .ipc file")
     p_rel.add_argument("--schema", required=True, help='JSON file: {"columns": {"name": [lower, upper], ...}}')
-    p_rel.add_argument("--out", required=True, help="where to write the sketch")
+    p_rel.add_argument("--out", required=True, help="where to write the sketch (an existing file is refused)")
+    p_rel.add_argument("--force", action="store_true", help="replace an existing --out file (spends the budget again)")
     p_rel.add_argument(
         "--map", choices=["rff", "race", "histogram", "dyadic", "moments", "kmeans"], default="rff",
         help="feature map (kmeans: an RFF map sized and scaled from the schema's box for --clusters)",
     )
-    p_rel.add_argument("--clusters", type=int, default=10, help="clusters planned with --map kmeans (default 10)")
+    p_rel.add_argument("--clusters", type=int, default=10, help="clusters planned with --map kmeans")
     p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
     p_rel.add_argument("--delta", type=float, help="δ")
     p_rel.add_argument("--rho", type=float, help="ρ for zCDP (instead of ε)")
-    p_rel.add_argument("--features", type=int, default=1000, help="RFF features (default 1000)")
+    p_rel.add_argument("--features", type=int, default=1000, help="RFF features")
     p_rel.add_argument("--bandwidth", type=float, default=1.0, help="RFF bandwidth / RACE bucket width")
     p_rel.add_argument("--rows", type=int, default=100, help="RACE rows")
     p_rel.add_argument("--buckets", type=int, default=1000, help="RACE buckets per row")
@@ -305,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p_rel.set_defaults(func=_release)
 
-    p_q = sub.add_parser("query", help="estimates from a sketch file, as a table, JSON or CSV")
+    p_q = sub.add_parser("query", help="estimates from a sketch file, as a table, JSON or CSV", formatter_class=fmt)
     p_q.add_argument("sketch", help="a file written by release or Sketch.save")
     p_q.add_argument("--mean", action="store_true", help="column means (M2M)")
     p_q.add_argument("--cdf", action="append", metavar="COL=T1,T2", help="CDF of a column at points")
@@ -313,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_q.add_argument("--count", action="append", metavar="SQL", help='rows satisfying a predicate, e.g. "age > 30"')
     p_q.add_argument("--kde", action="append", metavar="X1,X2,...", help="kernel density at a point (RFF/RACE)")
     p_q.add_argument("--kmeans", type=int, metavar="K", help="K cluster centres (value: cluster weight; RFF sketches)")
-    p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts (default 3)")
+    p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts")
     p_q.add_argument("--n-samples", type=int, default=100_000, help="M2M prior samples")
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p_q.set_defaults(func=_query)

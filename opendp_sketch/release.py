@@ -628,6 +628,9 @@ def _release_frame(
         raise ValueError(f"columns {missing} are not in the data (columns: {list(schema.names())})")
     bad = [c for c in names if not schema[c].is_numeric()]
     if bad:
+        # a header-only CSV has text-typed columns: say what is really wrong
+        if frame.head(1).collect().height == 0:
+            raise ValueError("data is empty (0 rows)")
         raise ValueError(f"columns {bad} must be numeric")
     d = feature_map.input_dim
     if len(names) != d:

@@ -151,3 +151,42 @@ def test_kmeans_release_with_progress_then_centres(tmp_path, capsys):
     assert "release pass" not in capsys.readouterr().err
     assert main(["query", str(out), "--kmeans", "0"]) == 2
     assert "n_clusters (0) must be a positive integer" in capsys.readouterr().err
+
+
+def test_release_refuses_to_overwrite_without_force(tmp_path, capsys):
+    """An existing --out is most likely an earlier release: replacing it spends the budget again."""
+    data, schema, out = tmp_path / "d.csv", tmp_path / "s.json", tmp_path / "s.sketch"
+    data.write_text("a,b\n0.1,0.2\n0.5,0.7\n")
+    schema.write_text('{"columns": {"a": [0, 1], "b": [0, 1]}}')
+    argv = ["release", str(data), "--schema", str(schema), "--out", str(out), "--map", "histogram", "--epsilon", "1"]
+    assert main(argv) == 0
+    before = out.read_bytes()
+    assert main(argv) == 2
+    assert "--force" in capsys.readouterr().err and out.read_bytes() == before
+    assert main([*argv, "--force"]) == 0
+
+
+def test_cli_errors_use_the_cli_words(tmp_path, capsys):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"columns": {"a": [0, 1], "b": [0, 1]}}')
+    header_only, nulls = tmp_path / "h.csv", tmp_path / "n.csv"
+    header_only.write_text("a,b\n")
+    nulls.write_text("a,b\n0.1,0.2\n,0.3\n")
+    for data, words in ((header_only, "no rows"), (nulls, "--impute")):
+        code = main(["release", str(data), "--schema", str(schema), "--out", str(tmp_path / "o.sketch"), "--epsilon", "1"])
+        err = capsys.readouterr().err
+        assert code == 2 and words in err and "impute=" not in err
+    not_a_sketch = tmp_path / "x.txt"
+    not_a_sketch.write_text("hello")
+    assert main(["query", str(not_a_sketch), "--mean"]) == 2
+    assert "opendp-sketch release" in capsys.readouterr().err
+
+
+def test_help_shows_defaults_without_markup(capsys):
+    with pytest.raises(SystemExit):
+        main(["release", "--help"])
+    text = capsys.readouterr().out
+    assert "(default: 1000)" in text and "``" not in text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out
