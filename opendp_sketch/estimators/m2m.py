@@ -38,8 +38,11 @@ import scipy.sparse
 from ..features.base import FeatureMap, OneHotFeatureMap
 from ..features.byclass import ByClass
 from ..sketch import Sketch
+from .synthetic import SyntheticDecoder
 
 __all__ = ["M2M", "Prior"]
+
+_METHODS = ("synthetic", "ridge")
 
 #: A user prior: ``prior(n, rng) -> (n, d)`` array of public points inside the box.
 Prior = Callable[[int, np.random.Generator], np.ndarray]
@@ -148,8 +151,10 @@ def _reference_queries(lo: np.ndarray, hi: np.ndarray, discrete: set[int]) -> Ca
     return ref
 
 
-def check_options(n_samples: Any, seed: Any, lam: Any) -> None:
+def check_options(n_samples: Any, seed: Any, lam: Any, method: Any = "synthetic") -> None:
     """Validate the sketch-independent options (done before any release when chained)."""
+    if not isinstance(method, str) or method not in _METHODS:
+        raise ValueError(f"method ({method!r}) must be one of {_METHODS}")
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 100:
         raise ValueError(f"n_samples ({n_samples!r}) must be an integer ≥ 100")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -166,19 +171,35 @@ def check_options(n_samples: Any, seed: Any, lam: Any) -> None:
 class M2M:
     r"""Weighted synthetic data from a sketch: every average of a function, at no privacy cost.
 
+    Two decoders give the weighted points ``(samples, weights)`` every query averages over:
+
+    * ``method="synthetic"`` (default): a distribution — points that adapt to the data and
+      weights in the probability simplex, fitted to the sketch under its recorded noise
+      (:class:`~opendp_sketch.estimators.synthetic.SyntheticDecoder`). Answers are feasible by construction (counts in
+      ``[0, n̂]``, CDFs monotone in ``[0, 1]``, means inside the box), ``n̂`` combines the count
+      with what one-hot maps say about it, and it never raises on a released sketch: a sketch
+      whose count estimate is not positive gives a flagged degenerate fit (``degenerate``,
+      ``reason``) whose counts are 0.
+    * ``method="ridge"``: the M2M paper's linear estimator on prior samples (weights may be
+      negative; ``λ`` chosen by ``lam``; error bars with ``return_std``).
+
     :param sketch: a released :class:`~opendp_sketch.Sketch`
     :param bounds: public box ``(lower, upper)`` of the data columns; defaults to the sketch's
     :param prior: ``None`` for uniform on the box, or ``prior(n, rng) -> (n, d)`` array of points in
-        the box (public: it must not be fitted to the private data)
-    :param n_samples: number of prior samples ``ns``
-    :param seed: seed of the prior samples
-    :param lam: ``"auto"`` (default), ``"paper"`` (``σ_ξ²/n̂``), ``"theorem"`` (``σ_ξ²/n̂²``) or a
-        number ``≥ 0``
+        the box (public: it must not be fitted to the private data); the synthetic decoder starts
+        from it
+    :param n_samples: number of prior samples ``ns`` (ridge) or synthetic points (synthetic; capped
+        for dense maps, see :class:`~opendp_sketch.estimators.synthetic.SyntheticDecoder`)
+    :param seed: seed of the prior samples and of every draw of the decoder
+    :param lam: ridge only: ``"auto"`` (default), ``"paper"`` (``σ_ξ²/n̂``), ``"theorem"``
+        (``σ_ξ²/n̂²``) or a number ``≥ 0``
     :param discrete: columns (name or index) whose prior is uniform over a finite set of values,
         e.g. ``{"label": [0, 1]}``. For :class:`~opendp_sketch.ByClass` sketches the label column is
         discrete over the classes automatically.
-    :raises ValueError: for a sketch whose noisy count is ``≤ 0``, bad bounds, a prior that returns
-        points of the wrong shape or outside the box, or an unknown ``lam``
+    :param method: ``"synthetic"`` (default) or ``"ridge"``
+    :raises ValueError: for bad bounds, a prior that returns points of the wrong shape or outside
+        the box, an unknown ``lam`` or ``method``; with ``method="ridge"`` also for a sketch whose
+        noisy count is ``≤ 0``
 
     :example:
 
@@ -186,13 +207,16 @@ class M2M:
     >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=1)
     >>> sk = dps.Sketch(feature_map=fm, sum_units=np.array([10, 20, 30, 40]), count=100,
     ...                 bounds=([0.0], [1.0]), column_names=["x"])
-    >>> est = dps.M2M(sk, n_samples=20_000, lam=0.0)
+    >>> est = dps.M2M(sk, n_samples=20_000, method="ridge", lam=0.0)
     >>> est.mean().round(2).tolist()            # bin centres 1/8, 3/8, 5/8, 7/8 weighted
     [0.62]
     >>> est.cdf("x", [0.5]).round(2).tolist()
     [0.3]
-    >>> est.weighted_frame().columns
-    ['x', 'weight']
+    >>> syn = dps.M2M(sk, n_samples=20_000)     # the default: a distribution
+    >>> syn.cdf("x", [0.5]).round(2).tolist(), bool((syn.weights >= 0).all())
+    ([0.3], True)
+    >>> syn.weighted_frame().columns, syn.sample(5).shape
+    (['x', 'weight'], (5, 1))
     """
 
     def __init__(
@@ -204,16 +228,18 @@ class M2M:
         seed: int = 0,
         lam: str | float = "auto",
         discrete: Mapping[str | int, Sequence[float]] | None = None,
+        method: str = "synthetic",
     ) -> None:
         if not isinstance(sketch, Sketch):
             raise ValueError(f"sketch must be a Sketch, got {type(sketch).__name__}")
-        if sketch.count <= 0:
+        check_options(n_samples, seed, lam, method)
+        if method == "ridge" and sketch.count <= 0:
             raise ValueError(
                 f"the sketch's noisy count ({sketch.count}) is not positive: too little data for its "
                 "privacy budget to estimate averages"
             )
-        check_options(n_samples, seed, lam)
         self.sketch = sketch
+        self.method = method
         fm = sketch.feature_map
         self.feature_map = fm
         d = fm.input_dim
@@ -222,18 +248,31 @@ class M2M:
         self.discrete = self._resolve_discrete(discrete)
         self.n_samples = int(n_samples)
         self.seed = int(seed)
-        self.n_hat = sketch.n_hat
         self.noise_var = sketch.sum_variance
-        if self.n_samples < 10 * fm.num_features:
-            warnings.warn(
-                f"n_samples ({self.n_samples}) is below 10× the sketch size ({fm.num_features}); "
-                "estimates may overfit the prior samples",
-                stacklevel=2,
-            )
-        self._design = self._get_design(prior)
-        self.samples = self._design.samples
-        self.lam = self._choose_lam(lam)
-        self.weights = self._compute_weights()
+        self.degenerate = False
+        self.reason: str | None = None
+        if method == "synthetic":
+            self.decoder = SyntheticDecoder(
+                self.n_samples, seed=self.seed, bounds=(self.lower, self.upper), discrete=self.discrete, prior=prior
+            ).fit(sketch)
+            self.samples = self.decoder.samples_
+            self.weights = self.decoder.weights_
+            self.n_samples = self.samples.shape[0]
+            self.n_hat = self.decoder.n_hat_
+            self.lam: float | None = None
+            self.degenerate, self.reason = self.decoder.degenerate_, self.decoder.reason_
+        else:
+            self.n_hat = sketch.n_hat
+            if self.n_samples < 10 * fm.num_features:
+                warnings.warn(
+                    f"n_samples ({self.n_samples}) is below 10× the sketch size ({fm.num_features}); "
+                    "estimates may overfit the prior samples",
+                    stacklevel=2,
+                )
+            self._design = self._get_design(prior)
+            self.samples = self._design.samples
+            self.lam = self._choose_lam(lam)
+            self.weights = self._compute_weights()
         self._frame: pl.DataFrame | None = None
         self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -369,6 +408,8 @@ class M2M:
         value = (self.weights @ F).reshape(shape) * scale
         if not return_std:
             return value
+        if self.method != "ridge":
+            raise ValueError("return_std needs method='ridge' (the linear estimate's noise term)")
         return value, (self._noise_std(F) * abs(scale)).reshape(shape)
 
     def expect(self, f: Query, *, return_std: bool = False) -> Any:
@@ -409,7 +450,7 @@ class M2M:
         return (C * self.weights[:, None]).T @ C
 
     def cdf(self, column: str | int, points: Any, *, return_std: bool = False) -> Any:
-        """Estimated ``P(x_column ≤ t)`` at each point ``t`` (raw linear estimates, not clipped).
+        """Estimated ``P(x_column ≤ t)`` at each point ``t`` (ridge: raw linear estimates, not clipped).
 
         :raises ValueError: if a point is outside the column's bounds
         """
@@ -424,7 +465,9 @@ class M2M:
             F = (self.samples[:, j][:, None] <= t).astype(np.float64)
             return self._answer(F, 1.0, t.shape, True)
         xs, cw = self._sorted_column(j)
-        return cw[np.searchsorted(xs, t, side="right")]
+        out = cw[np.searchsorted(xs, t, side="right")]
+        # a distribution's CDF: rounding of the cumulative sum may not leave [0, 1]
+        return np.clip(out, 0.0, 1.0) if self.method == "synthetic" else out
 
     def _sorted_column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         if j not in self._sorted:
@@ -454,16 +497,38 @@ class M2M:
         return self._frame
 
     def weighted_frame(self) -> pl.DataFrame:
-        """The prior samples with a ``weight`` column: ``Σ weight·f`` estimates the mean of ``f``.
+        """The samples with a ``weight`` column: ``Σ weight·f`` estimates the mean of ``f``.
 
-        Weights sum to about 1 and may be negative (the estimate is linear in the sketch).
+        Synthetic: weights are non-negative and sum to 1. Ridge: they sum to about 1 and may be
+        negative (the estimate is linear in the sketch).
         """
         return self._sample_frame().with_columns(pl.Series("weight", self.weights))
 
+    def sample(self, n: int, seed: int = 0) -> pl.DataFrame:
+        """An ordinary synthetic frame of ``n`` rows drawn with replacement ``∝`` the weights.
+
+        Any Polars query (filters, group-bys, joins) runs on it. Ridge weights are clipped at 0
+        first (they may be negative); a sample from public weights and a public seed is
+        post-processing.
+
+        :param n: number of rows (``≥ 0``)
+        :param seed: seed of the draw
+        """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n ({n!r}) must be a non-negative integer")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed ({seed!r}) must be a non-negative integer")
+        p = np.clip(self.weights, 0.0, None)
+        total = p.sum()
+        p = p / total if total > 0 else np.full(p.size, 1.0 / p.size)
+        idx = np.random.default_rng(seed).choice(p.size, size=int(n), p=p)
+        return pl.DataFrame({c: self.samples[idx, j] for j, c in enumerate(self.columns)})
+
     def __repr__(self) -> str:
+        fit = f"lam={self.lam:.3g}" if self.lam is not None else f"method={self.method!r}"
         return (
             f"M2M({type(self.feature_map).__name__}, m={self.feature_map.num_features}, "
-            f"n_samples={self.n_samples}, lam={self.lam:.3g}, n_hat={self.n_hat:g})"
+            f"n_samples={self.n_samples}, {fit}, n_hat={self.n_hat:g})"
         )
 
 

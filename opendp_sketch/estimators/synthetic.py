@@ -1,0 +1,451 @@
+r"""A sketch decoded as a distribution: weighted synthetic points fitted to every released block.
+
+The decoder returns public points ``x̃_1..x̃_N`` in the public box and weights ``w`` in the
+probability simplex that minimise the noise-weighted misfit to the released sketch
+
+.. math:: L(w) = Σ_k \frac{(n̂ (P w)_k − S_k)^2}{σ_k^2}, \qquad P = Φ(x̃) ∈ R^{m×N}, \; w ≥ 0, \; Σ w = 1,
+
+where ``S`` is the noisy feature sum, ``σ_k²`` the recorded noise variance of feature ``k`` and
+``n̂`` the count. For a composite map every feature carries its block's weight, so the sum runs
+over all blocks with their own noise levels. Because ``w`` is a distribution, every answer is an
+average over a genuine distribution: counts lie in ``[0, n̂]``, CDFs are monotone in ``[0, 1]``,
+means lie inside the box.
+
+**Fitting ``w``.** Entropic mirror descent (exponentiated gradient) on ``w = softmax(θ)`` from
+uniform weights, with a backtracking step; as in Private-PGM's estimation from noisy marginals,
+the multiplicative update keeps ``w`` positive and, started from uniform, favours spread-out
+(high-entropy) solutions among the many that fit equally well.
+
+**Moving the points.** Round 0 fits weights on points drawn uniformly from the box (or from a
+user prior). The next points are drawn column by column from the fitted 1-way marginals (the
+released marginals for histogram-like maps). Each later round resamples ``N`` points ``∝ w``
+(systematic resampling) and perturbs them: coordinates of columns with public cells (histogram
+bins) are redrawn uniformly inside their cell, and a share of points moves one column to a cell
+drawn from its fitted marginal; other columns get Gaussian jitter with a shrinking bandwidth.
+Rounds stop when the misfit no longer improves by ``tol`` (relative), after ``rounds`` at most;
+the best round is kept.
+
+**Count.** When every point has the same feature total ``1ᵀΦ(x) = s`` (one-hot maps: histograms,
+marginals, trees, RACE), ``1ᵀS / s`` is a second estimate of ``n`` with variance ``Σσ_k²/s²``; it is
+combined with the released count by inverse-variance weighting.
+
+**Privacy.** Everything here reads the released sketch and public parameters only; the random
+numbers come from ``numpy.random.default_rng(seed)`` with a public seed. It is post-processing,
+and it never raises on any sketch: a sketch whose count estimate is not positive gives a
+*degenerate* fit (flagged by ``degenerate_`` and ``reason_``) with uniform weights on the
+starting points and ``n_hat_ = 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from ..features.base import FeatureMap, OneHotFeatureMap
+from ..features.byclass import ByClass
+from ..features.composite import Composite
+from ..features.histogram import DyadicTrees, Histogram
+from ..features.marginals import Marginals
+from ..sketch import Sketch
+
+__all__ = ["SyntheticDecoder"]
+
+#: A user prior: ``prior(n, rng) -> (n, d)`` array of public points inside the box.
+Prior = Callable[[int, np.random.Generator], np.ndarray]
+
+#: entries of a dense design ``Φ(x̃)`` (float32) at most: caps ``N`` for dense maps (16 MiB), as
+#: every mirror-descent step multiplies by it twice; at least _MIN_DENSE_POINTS points are kept
+_MAX_DENSE_ENTRIES = 1 << 22
+_MIN_DENSE_POINTS = 2000
+#: entries of a transient dense chunk when a map has no sparse evaluation
+_CHUNK_ENTRIES = 1 << 21
+#: a design with fewer non-zeros than this share is kept sparse
+_SPARSE_SHARE = 0.25
+
+
+def _check_int(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} ({value!r}) must be an integer ≥ {low}")
+    return int(value)
+
+
+def _check_fraction(value: Any, name: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} ({value!r}) must be a number in [{low}, {high}]")
+    v = float(value)
+    if not (math.isfinite(v) and low <= v <= high):
+        raise ValueError(f"{name} ({value!r}) must be a number in [{low}, {high}]")
+    return v
+
+
+class _Design:
+    """``P = Φ(X)`` as a sparse CSR matrix (one-hot-like maps) or a dense float32 array."""
+
+    def __init__(self, fm: FeatureMap, X: np.ndarray) -> None:
+        n, m = X.shape[0], fm.num_features
+        if isinstance(fm, OneHotFeatureMap):
+            idx = fm._flat(X)
+            rows = np.repeat(np.arange(n), idx.shape[1])
+            self.P: Any = scipy.sparse.csr_matrix((np.ones(idx.size), (rows, idx.ravel())), shape=(n, m))
+        else:
+            step = max(1, _CHUNK_ENTRIES // max(1, m))
+            parts = [np.asarray(fm.transform(X[s : s + step]), dtype=np.float32) for s in range(0, n, step)]
+            dense = np.concatenate(parts) if parts else np.zeros((0, m), dtype=np.float32)
+            share = np.count_nonzero(dense) / max(1, dense.size)
+            self.P = scipy.sparse.csr_matrix(dense.astype(np.float64)) if share < _SPARSE_SHARE else dense
+        self.PT = self.P.T.tocsr() if scipy.sparse.issparse(self.P) else None
+
+    def mix(self, w: np.ndarray) -> np.ndarray:
+        """``Pᵀw``: the mean feature vector of the weighted points."""
+        if self.PT is not None:
+            return self.PT @ w
+        return (w.astype(np.float32) @ self.P).astype(np.float64)
+
+    def score(self, r: np.ndarray) -> np.ndarray:
+        """``P r``: each point's inner product with a feature-space vector."""
+        if self.PT is not None:
+            return self.P @ r
+        return (self.P @ r.astype(np.float32)).astype(np.float64)
+
+
+def _softmax(theta: np.ndarray) -> np.ndarray:
+    e = np.exp(theta - theta.max())
+    return e / e.sum()
+
+
+def _fit_weights(
+    design: _Design, target: np.ndarray, wt: np.ndarray, theta: np.ndarray, iterations: int, tol: float
+) -> tuple[np.ndarray, float, int]:
+    """Minimise ``½ Σ wt_k ((Pᵀw)_k − target_k)²`` over the simplex by exponentiated gradient.
+
+    Returns ``(θ, loss, iterations run)`` with ``w = softmax(θ)``; the step grows after a success
+    and halves until the loss decreases, so the loss never increases.
+    """
+    w = _softmax(theta)
+    r = design.mix(w) - target
+    loss = 0.5 * float(wt @ (r * r))
+    eta = None
+    it = 0
+    while it < iterations:
+        it += 1
+        g = design.score(wt * r)
+        spread = float(g.max() - g.min())
+        if not spread > 0 or not math.isfinite(spread):
+            break
+        if eta is None:
+            eta = 1.0 / spread
+        accepted = False
+        for _ in range(30):
+            theta_new = theta - eta * (g - g.min())
+            w_new = _softmax(theta_new)
+            r_new = design.mix(w_new) - target
+            loss_new = 0.5 * float(wt @ (r_new * r_new))
+            if loss_new < loss:
+                accepted = True
+                break
+            eta *= 0.5
+        if not accepted:
+            break
+        improvement = loss - loss_new
+        theta, r, loss = theta_new, r_new, loss_new
+        eta *= 1.5
+        if improvement <= tol * loss:
+            break
+    return theta, loss, it
+
+
+def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:
+    """Public cell edges per input column of ``fm`` (``None``: the map is smooth in that column).
+
+    Points whose coordinates share a cell in every column have identical features.
+    """
+    if isinstance(fm, ByClass):
+        return _map_cells(fm.feature_map) + [None]
+    if isinstance(fm, Histogram):
+        return [fm.bin_edges(j) for j in range(fm.dim)]
+    if isinstance(fm, DyadicTrees):
+        return [np.linspace(fm.lower[j], fm.upper[j], (1 << fm.levels) + 1) for j in range(fm.dim)]
+    if isinstance(fm, Marginals):  # the common refinement of every resolution a column has
+        cuts: list[set[float]] = [set() for _ in range(fm.dim)]
+        for blk in fm.blocks:
+            for j, b in zip(blk.subset, blk.shape):
+                cuts[j].update(fm.edges(j, b).tolist())
+        return [
+            np.array(sorted(c)) if c else np.array([fm.lower[j], fm.upper[j]]) for j, c in enumerate(cuts)
+        ]
+    if isinstance(fm, Composite):
+        parts = [_map_cells(m) for m in fm.maps]
+        return [
+            None if any(p[j] is None for p in parts) else np.unique(np.concatenate([p[j] for p in parts]))  # type: ignore[misc]
+            for j in range(fm.input_dim)
+        ]
+    return [None] * fm.input_dim
+
+
+def _map_categories(fm: FeatureMap) -> dict[int, np.ndarray]:
+    """Columns a map reads as integer codes (categorical marginals): their public code values."""
+    if isinstance(fm, Marginals):
+        return {j: np.arange(fm.lower[j], fm.upper[j] + 1) for j in fm.categories}
+    if isinstance(fm, Composite):
+        out: dict[int, np.ndarray] = {}
+        for m in fm.maps:
+            out.update(_map_categories(m))
+        return out
+    return {}
+
+
+def _cell_edges(fm: FeatureMap, lower: np.ndarray, upper: np.ndarray) -> list[np.ndarray | None]:
+    """:func:`_map_cells` cut to the data box (it may be narrower than the map's range)."""
+    edges = _map_cells(fm)
+    for j, e in enumerate(edges):
+        if e is not None:
+            inside = e[(e > lower[j]) & (e < upper[j])]
+            edges[j] = np.concatenate([[lower[j]], inside, [upper[j]]])
+    return edges
+
+
+class SyntheticDecoder:
+    r"""Decode a sketch into weighted synthetic points: a distribution fitted to every block.
+
+    :param n_points: number of synthetic points ``N`` (for dense maps capped at
+        ``max(2000, 2²² / m)``: each step multiplies by ``Φ(x̃)`` twice)
+    :param seed: public seed of every random draw
+    :param rounds: resample-and-perturb rounds at most
+    :param iterations: mirror-descent iterations per round at most
+    :param tol: stop a round (and the rounds) when the misfit improves by less than this share
+    :param move: share of resampled points that move one column to a new cell
+    :param bandwidth: initial Gaussian jitter of cell-less columns, as a share of the box width
+    :param bounds: public box ``(lower, upper)``; defaults to the sketch's
+    :param discrete: ``{column index: values}`` for columns that take finitely many values
+    :param prior: ``prior(n, rng) -> (n, d)``: public starting points instead of the uniform box
+
+    Fitted attributes: ``samples_`` ``(N, d)``, ``weights_`` (non-negative, sum 1), ``n_hat_``
+    (count estimate, ``0`` when degenerate), ``residual_`` (``‖Pᵀw − ẑ‖``), ``noise_norm_``
+    (``√Σσ_k² / n̂``, the residual that noise alone explains), ``history_`` (misfit per round),
+    ``degenerate_`` and ``reason_``.
+
+    :example:
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> from opendp_sketch.estimators.synthetic import SyntheticDecoder
+    >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=1)
+    >>> sk = dps.Sketch(feature_map=fm, sum_units=np.array([10, 20, 30, 40]), count=100,
+    ...                 bounds=([0.0], [1.0]))
+    >>> dec = SyntheticDecoder(n_points=2_000).fit(sk)
+    >>> dec.samples_.shape, bool(np.isclose(dec.weights_.sum(), 1.0)), bool((dec.weights_ >= 0).all())
+    ((2000, 1), True, True)
+    >>> round(float(dec.weights_ @ (dec.samples_[:, 0] < 0.5)), 2)
+    0.3
+    """
+
+    def __init__(
+        self,
+        n_points: int = 100_000,
+        *,
+        seed: int = 0,
+        rounds: int = 5,
+        iterations: int = 200,
+        tol: float = 1e-3,
+        move: float = 0.25,
+        bandwidth: float = 0.05,
+        bounds: Any = None,
+        discrete: Mapping[int, Any] | None = None,
+        prior: Prior | None = None,
+    ) -> None:
+        self.n_points = n_points
+        self.seed = seed
+        self.rounds = rounds
+        self.iterations = iterations
+        self.tol = tol
+        self.move = move
+        self.bandwidth = bandwidth
+        self.bounds = bounds
+        self.discrete = discrete
+        self.prior = prior
+
+    # -- checks (public parameters only: they may raise) -----------------------------------------
+    def _check(self, sketch: Sketch) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+        if not isinstance(sketch, Sketch):
+            raise ValueError(f"sketch must be a Sketch, got {type(sketch).__name__}")
+        _check_int(self.n_points, "n_points", 100)
+        _check_int(self.seed, "seed", 0)
+        _check_int(self.rounds, "rounds", 1)
+        _check_int(self.iterations, "iterations", 1)
+        _check_fraction(self.tol, "tol", 0.0, 1.0)
+        _check_fraction(self.move, "move", 0.0, 1.0)
+        _check_fraction(self.bandwidth, "bandwidth", 0.0, 1.0)
+        d = sketch.feature_map.input_dim
+        box = self.bounds if self.bounds is not None else sketch.bounds
+        if box is None:
+            raise ValueError("bounds are required: the sketch does not record the public box")
+        lo, hi = (np.asarray(b, dtype=np.float64).reshape(-1) for b in box)
+        if (
+            lo.size != d
+            or hi.size != d
+            or not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all())
+        ):
+            raise ValueError(f"bounds ({box!r}) must be {d} finite lower < upper pairs")
+        discrete = {
+            j: v
+            for j, v in _map_categories(sketch.feature_map).items()
+            if lo[j] <= v.min() and v.max() <= hi[j]
+        }
+        if isinstance(sketch.feature_map, ByClass):
+            discrete[sketch.feature_map.dim] = np.arange(sketch.feature_map.num_classes, dtype=np.float64)
+        for j, values in (self.discrete or {}).items():
+            if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < d:
+                raise ValueError(f"discrete column ({j!r}) must be an index in [0, {d})")
+            v = np.unique(np.asarray(values, dtype=np.float64))
+            if v.size == 0 or not np.isfinite(v).all() or v.min() < lo[j] or v.max() > hi[j]:
+                raise ValueError(f"discrete values of column {j} must be finite and inside its bounds")
+            discrete[int(j)] = v
+        return lo, hi, discrete
+
+    # -- fitting --------------------------------------------------------------------------------
+    def fit(self, sketch: Sketch) -> SyntheticDecoder:
+        """Fit weights and points to ``sketch``.
+
+        :raises ValueError: only for bad parameters or a prior returning bad points — never
+            because of the sketch's released values
+        """
+        lo, hi, discrete = self._check(sketch)
+        fm = sketch.feature_map
+        self.lower_, self.upper_, self.discrete_ = lo, hi, discrete
+        n = self.n_points
+        if not isinstance(fm, OneHotFeatureMap):
+            n = min(n, max(_MIN_DENSE_POINTS, _MAX_DENSE_ENTRIES // max(1, fm.num_features)))
+        rng = np.random.default_rng(self.seed)
+        X = self._start(n, rng)
+        self.edges_ = _cell_edges(fm, lo, hi)
+        with np.errstate(all="ignore"):
+            self._fit(sketch, X, rng)
+        return self
+
+    def _start(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        lo, hi = self.lower_, self.upper_
+        if self.prior is None:
+            X = rng.uniform(lo, hi, size=(n, lo.size))
+        else:
+            X = np.array(self.prior(n, rng), dtype=np.float64)
+            if X.shape != (n, lo.size):
+                raise ValueError(
+                    f"prior(n, rng) must return an array of shape ({n}, {lo.size}), got {X.shape}"
+                )
+            if not np.isfinite(X).all() or (X < lo).any() or (X > hi).any():
+                raise ValueError("prior samples must be finite and inside the bounds")
+        for j, values in self.discrete_.items():
+            X[:, j] = rng.choice(values, size=n)
+        return X
+
+    def _fit(self, sketch: Sketch, X: np.ndarray, rng: np.random.Generator) -> None:
+        fm = sketch.feature_map
+        S = sketch.sum
+        var = np.broadcast_to(np.asarray(sketch.sum_variance, dtype=np.float64), S.shape)
+        var = np.where(np.isfinite(var) & (var >= 0), var, np.inf)
+        design = _Design(fm, X)
+        n_hat = self._count(sketch, design, S, var)
+        self.history_: list[float] = []
+        self.n_iter_ = 0
+        uniform = np.full(X.shape[0], 1.0 / X.shape[0])
+        if not (math.isfinite(n_hat) and n_hat > 0):
+            self._finish(X, uniform, 0.0, float("nan"), float("nan"))
+            self.degenerate_ = True
+            self.reason_ = f"the sketch's count estimate ({n_hat:g}) is not positive: no distribution to fit"
+            return
+        target = S / n_hat
+        # weight of a feature in the misfit: n̂²/σ_k² (the scale only sets the step; noise-free → 1)
+        wt = np.where(var > 0, n_hat**2 / np.where(var > 0, var, 1.0), 0.0)
+        if not (var > 0).any():
+            wt = np.ones_like(S)
+        best: tuple[float, np.ndarray, np.ndarray] | None = None
+        w = uniform
+        for r in range(self.rounds):
+            if r > 0:
+                X = self._propose(X, w, r, rng)
+                design = _Design(fm, X)
+            theta, loss, its = _fit_weights(
+                design, target, wt, np.zeros(X.shape[0]), self.iterations, self.tol * 1e-2
+            )
+            self.n_iter_ += its
+            w = _softmax(theta)
+            self.history_.append(loss)
+            improved = best is None or loss < best[0] * (1 - self.tol)
+            if best is None or loss < best[0]:
+                best = (loss, X, w)
+            if not improved and r > 1:
+                break
+        assert best is not None
+        _, X, w = best
+        residual = float(np.linalg.norm(_Design(fm, X).mix(w) - target)) if X.shape[0] else float("nan")
+        noise = float(np.sqrt(np.sum(np.where(np.isfinite(var), var, 0.0)))) / n_hat
+        self._finish(X, w, n_hat, residual, noise)
+        self.degenerate_ = False
+        self.reason_ = None
+
+    def _finish(self, X: np.ndarray, w: np.ndarray, n_hat: float, residual: float, noise: float) -> None:
+        w = np.clip(np.where(np.isfinite(w), w, 0.0), 0.0, None)
+        total = w.sum()
+        self.samples_ = X
+        self.weights_ = w / total if total > 0 else np.full(X.shape[0], 1.0 / X.shape[0])
+        self.n_hat_ = n_hat
+        self.residual_ = residual
+        self.noise_norm_ = noise
+
+    def _count(self, sketch: Sketch, design: _Design, S: np.ndarray, var: np.ndarray) -> float:
+        """The released count, combined with ``1ᵀS/s`` when every point has feature total ``s``."""
+        count, vc = float(sketch.count), sketch.count_variance
+        totals = np.asarray(design.score(np.ones(S.size)))
+        s = float(totals[0]) if totals.size else 0.0
+        if not (s > 0 and np.allclose(totals, s, rtol=1e-6, atol=0.0)) or not np.isfinite(var).all():
+            return count
+        n_sum, v_sum = float(S.sum()) / s, float(var.sum()) / s**2
+        if not (vc > 0 and math.isfinite(vc)):
+            return count
+        if v_sum <= 0:
+            return n_sum
+        return (count / vc + n_sum / v_sum) / (1.0 / vc + 1.0 / v_sum)
+
+    # -- moving the points ---------------------------------------------------------------------
+    def _marginal_draw(
+        self, X: np.ndarray, w: np.ndarray, j: int, size: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Values of column ``j`` drawn from its weighted marginal, then spread within cells."""
+        vals = X[rng.choice(X.shape[0], size=size, p=w), j]
+        return self._spread(vals, j, rng, 0)
+
+    def _spread(self, vals: np.ndarray, j: int, rng: np.random.Generator, r: int) -> np.ndarray:
+        """Redraw values uniformly inside their public cell, or jitter a cell-less column."""
+        lo, hi = self.lower_[j], self.upper_[j]
+        if j in self.discrete_:
+            return vals
+        e = self.edges_[j]
+        if e is not None:
+            c = np.clip(np.searchsorted(e, vals, side="right") - 1, 0, e.size - 2)
+            return rng.uniform(e[c], e[c + 1])
+        h = self.bandwidth * (hi - lo) * 0.7**r
+        v = vals + rng.normal(0.0, h, size=vals.size)
+        v = np.where(v < lo, 2 * lo - v, v)  # reflect into the box, then clip what is still outside
+        v = np.where(v > hi, 2 * hi - v, v)
+        return np.clip(v, lo, hi)
+
+    def _propose(self, X: np.ndarray, w: np.ndarray, r: int, rng: np.random.Generator) -> np.ndarray:
+        n, d = X.shape
+        if r == 1:  # start from the fitted 1-way marginals: columns drawn independently
+            return np.column_stack([self._marginal_draw(X, w, j, n, rng) for j in range(d)])
+        # systematic resampling ∝ w: each point is copied about n·w_i times
+        idx = np.minimum(np.searchsorted(np.cumsum(w), (rng.uniform() + np.arange(n)) / n), n - 1)
+        new = X[idx]
+        for j in range(d):
+            new[:, j] = self._spread(new[:, j], j, rng, r)
+        movers = np.flatnonzero(rng.uniform(size=n) < self.move)
+        if movers.size and d > 1:
+            cols = rng.integers(0, d, size=movers.size)
+            for j in range(d):
+                sel = movers[cols == j]
+                if sel.size:
+                    new[sel, j] = self._marginal_draw(X, w, j, sel.size, rng)
+        return new
