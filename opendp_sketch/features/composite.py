@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from .base import FeatureMap, OneHotFeatureMap, feature_map_from_dict, register_feature_map
+from .base import FeatureMap, OneHotFeatureMap, feature_map_from_dict, register_feature_map, scratch_array
 
 __all__ = ["Composite", "CompositeBlock"]
 
@@ -77,10 +77,21 @@ def _plan(fm: FeatureMap, mu: Fraction) -> _Plan:
 
 
 def _scaled(q: np.ndarray, plan: _Plan) -> np.ndarray:
-    """``sign(q)·⌊|q|·M / 2^t⌋`` in int64 (exact: ``|q|·M < 2^62`` by :func:`_plan`)."""
-    if plan.shift == 0:
-        return q * plan.multiplier
-    return np.sign(q) * ((np.abs(q) * plan.multiplier) >> plan.shift)
+    """``sign(q)·⌊|q|·M / 2^t⌋`` in int64, in place on ``q`` (a block's fresh or scratch integers).
+
+    Exact: ``|q|·M < 2^62`` by :func:`_plan`. The arithmetic shift floors, so ``2^t - 1`` is
+    added to negative products first: ``⌊(p + 2^t - 1)/2^t⌋ = ⌈p/2^t⌉`` rounds them toward zero.
+    """
+    q = np.asarray(q, dtype=np.int64)
+    if not q.flags.writeable:
+        q = q.copy()
+    q *= plan.multiplier
+    if plan.shift:
+        neg = np.right_shift(q, 63, out=scratch_array("composite.neg", q.shape, np.int64))  # -1 or 0
+        neg &= (1 << plan.shift) - 1
+        q += neg
+        q >>= plan.shift
+    return q
 
 
 @register_feature_map
@@ -207,16 +218,21 @@ class Composite(FeatureMap):
         return np.concatenate([b.weight * b.feature_map.transform(X) for b in self.blocks], axis=1)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
-        return np.concatenate([_scaled(m._fixed_block(X), p) for m, p in zip(self.maps, self._plans)], axis=1)
+        out = np.empty((X.shape[0], self.num_features), dtype=np.int64)
+        for b, p in zip(self.blocks, self._plans):
+            out[:, b.offset : b.offset + b.size] = _scaled(b.feature_map._fixed_block(X), p)
+        return out
 
     def _fixed_block_sum(self, X: np.ndarray) -> np.ndarray:
-        parts = []
-        for m, p in zip(self.maps, self._plans):
+        # each block is written out before the next runs: inner results may live in scratch arrays
+        out = np.empty(self.num_features, dtype=np.int64)
+        for b, p in zip(self.blocks, self._plans):
             if p.shift == 0:  # Σ M·q = M·Σ q: the inner map's own (e.g. bincount) sum
-                parts.append(m._fixed_block_sum(X) * p.multiplier)
+                part = _scaled(b.feature_map._fixed_block_sum(X), p)
             else:
-                parts.append(_scaled(m._fixed_block(X), p).sum(axis=0, dtype=np.int64))
-        return np.concatenate(parts)
+                part = _scaled(b.feature_map._fixed_block(X), p).sum(axis=0, dtype=np.int64)
+            out[b.offset : b.offset + b.size] = part
+        return out
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         return sum(plan.bound1 if p == 1 else plan.bound2 for plan in self._plans)

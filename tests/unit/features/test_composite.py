@@ -221,3 +221,12 @@ def test_weight_ratios_that_overflow_the_integers_are_refused():
     # a moderate ratio is fine and keeps every block's resolution
     fm = dps.Composite([_rff(), _one()], weights=[2.0**-8, 2.0**8])
     assert fm.blocks[0].weight == pytest.approx(2.0**-8, rel=1e-9)
+
+
+def test_blocks_of_the_same_kind_do_not_share_work_arrays():
+    # two RFF blocks use the same per-thread scratch names: each block is written out before the next
+    a, b = _rff(), dps.RFF(dim=2, num_features=12, bandwidth=2.0, seed=9)
+    for weights in ([1.0, 1.0], [0.3, 0.7], [2.0**-3, 1.0]):
+        fm = dps.Composite([a, b, dps.QuantizedRFF(dim=2, num_features=6, seed=4)], [*weights, 0.6])
+        total = check_sum_invariance(fm, X_PROBE, clip=B2, chunk_rows=(1, 7, 4096), n_jobs=(1, 2))
+        assert total[:12] != total[12:24]
