@@ -494,6 +494,10 @@ def _check_spec_size(spec: dict[str, Any], stored: int) -> None:
         raise ValueError(f"the feature map would regenerate {draws} random numbers (at most {_MAX_DRAWS})")
     if isinstance(params.get("feature_map"), dict):
         _check_spec_size(params["feature_map"], stored)
+    maps = params.get("maps")  # Composite: every block is checked like a map of its own
+    for inner in maps if isinstance(maps, list) else []:
+        if isinstance(inner, dict):
+            _check_spec_size(inner, stored)
 
 
 def discrete_laplace_variance(scale: float) -> float:

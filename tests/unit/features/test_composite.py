@@ -186,6 +186,22 @@ def test_sketch_save_and_load(tmp_path):
     assert dps.Sketch.load(tmp_path / "c.npz").feature_map == fm
 
 
+def test_a_crafted_block_is_refused_by_the_loader_before_it_is_built(tmp_path):
+    from opendp_sketch.sketch import _digest  # a valid checksum over the crafted header
+
+    sk = dps.Sketch(feature_map=dps.Composite([_one(), _rff()]), sum_units=np.arange(28), count=10, bounds=B2)
+    meta = sk.to_dict()
+    # an inner RFF asking for 2^40 features (2^41 random draws) in a file holding 28 sums
+    meta["feature_map"]["params"]["maps"][1]["params"]["num_features"] = 1 << 40
+    meta["sha256"] = _digest(meta, sk.sum_units)
+    header = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
+    np.savez_compressed(tmp_path / "bomb.npz", meta=header, sum_units=sk.sum_units)
+    with pytest.raises(
+        dps.SketchFormatError, match=r"num_features \(1099511627776\) exceeds what the 28 stored"
+    ):
+        dps.Sketch.load(tmp_path / "bomb.npz")
+
+
 # -- errors ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("args", "match"),
