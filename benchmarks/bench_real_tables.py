@@ -283,7 +283,10 @@ def main(argv: list[str] | None = None) -> None:
                     traceback.print_exc()
                 rows.append(row)
                 print(f"    {row}", file=sys.stderr, flush=True)
+            # the report so far, so a long run can be read (and survives an interruption)
+            write(rows, Path(args.out), args, releases, tables[: tables.index(name) + 1], systems)
     write(rows, Path(args.out), args, releases, tables, systems)
+    print(Path(args.out).with_suffix(".md").read_text())
 
 
 def write(
@@ -325,6 +328,8 @@ def write(
     for name in tables:
         for system in systems:
             rs = [r for r in rows if r["table"] == name and r["system"] == system]
+            if not rs:
+                continue
             ok = [r for r in rs if not r["failure"]]
             fails = sorted({r["failure"] for r in rs if r["failure"]})
             if ok:
@@ -344,7 +349,6 @@ def write(
                 + f" | {'; '.join(fails) or '–'} |"
             )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
 
 if __name__ == "__main__":

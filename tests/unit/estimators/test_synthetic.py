@@ -1,0 +1,240 @@
+"""The synthetic decoder: feasible answers by construction, accuracy on a skewed correlated table,
+never raising on degenerate sketches, and the M2M method switch (ridge kept)."""
+
+from __future__ import annotations
+
+import numpy as np
+import opendp.prelude as dp
+import polars as pl
+import pytest
+
+import opendp_sketch as dps
+from opendp_sketch.estimators.synthetic import SyntheticDecoder
+
+dp.enable_features("contrib", "honest-but-curious")
+
+BOX = ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+
+
+@pytest.fixture(scope="module")
+def table() -> np.ndarray:
+    """A skewed table with strongly dependent columns (a shared latent factor)."""
+    rng = np.random.default_rng(11)
+    z = rng.gamma(1.5, 1.0, 6000)
+    x0 = np.clip(z / 6, 0, 1)
+    x1 = np.clip(0.8 * x0 + rng.beta(1, 6, 6000) * 0.3, 0, 1)
+    x2 = rng.beta(5, 2, 6000)
+    return np.column_stack([x0, x1, x2])
+
+
+def exact_sketch(fm, X, noise=None, count=None):
+    return dps.Sketch(
+        feature_map=fm,
+        sum_units=np.array(fm.fixed_sum(X), dtype=np.int64),
+        count=X.shape[0] if count is None else count,
+        noise=noise or {},
+        bounds=BOX,
+        column_names=["a", "b", "c"],
+    )
+
+
+def range_counts(rng, X_or_est, n_queries=60):
+    """The same random 2-column boxes, counted on data or estimated by an M2M."""
+    out = []
+    for _ in range(n_queries):
+        cols = rng.choice(3, size=2, replace=False)
+        lo = rng.uniform(0, 0.6, 2)
+        hi = lo + rng.uniform(0.1, 0.4, 2)
+
+        def pred(Z, cols=cols, lo=lo, hi=hi):
+            return np.all((Z[:, cols] >= lo) & (Z[:, cols] < hi), axis=1)
+
+        out.append(pred(X_or_est).sum() if isinstance(X_or_est, np.ndarray) else X_or_est.count(pred))
+    return np.array(out, dtype=np.float64)
+
+
+def marginals_2way():
+    return dps.Marginals(
+        bounds=(0, 1),
+        subsets=[0, 1, 2, (0, 1), (0, 2), (1, 2)],
+        bins=[[16], [16], [16], [8, 8], [8, 8], [8, 8]],
+        dim=3,
+    )
+
+
+@pytest.fixture(scope="module")
+def released(table):
+    return dps.release_sketch(
+        table, marginals_2way(), bounds=(0.0, 1.0), epsilon=1.0, column_names=["a", "b", "c"]
+    )
+
+
+@pytest.fixture(scope="module")
+def est(released):
+    return dps.M2M(released, n_samples=20_000, seed=3)
+
+
+def test_answers_are_feasible_by_construction(est, released):
+    w = est.weights
+    assert est.method == "synthetic" and est.lam is None
+    assert (w >= 0).all() and w.sum() == pytest.approx(1.0, abs=1e-12)
+    counts = range_counts(np.random.default_rng(0), est, 100)
+    assert ((counts >= 0) & (counts <= est.n_hat)).all()
+    for j in range(3):
+        F = est.cdf(j, np.linspace(0, 1, 41))
+        assert ((F >= 0) & (F <= 1)).all() and (np.diff(F) >= 0).all() and F[-1] == pytest.approx(1.0)
+    mu = est.mean()
+    assert ((mu >= 0) & (mu <= 1)).all()
+    assert ((est.samples >= 0) & (est.samples <= 1)).all()
+    C = est.covariance()
+    assert np.linalg.eigvalsh(C).min() >= -1e-12  # a genuine distribution's covariance
+
+
+def test_joint_counts_follow_the_data(table, est):
+    """2-way marginals + the decoder answer 2-column boxes far better than the ridge 1-way baseline."""
+    n = table.shape[0]
+    truth = range_counts(np.random.default_rng(1), table)
+    err = np.mean(np.abs(range_counts(np.random.default_rng(1), est) - truth)) / n
+    ridge_sk = dps.release_sketch(
+        table, dps.Histogram(bounds=(0, 1), bins=16, dim=3), bounds=(0.0, 1.0), epsilon=1.0
+    )
+    ridge = dps.M2M(ridge_sk, n_samples=20_000, method="ridge")
+    err_ridge = np.mean(np.abs(range_counts(np.random.default_rng(1), ridge) - truth)) / n
+    assert err < 0.015  # observed about 0.004
+    assert err < err_ridge / 2
+    np.testing.assert_allclose(est.mean(), table.mean(axis=0), atol=0.02)
+    np.testing.assert_allclose(est.quantile("c", [0.5]), np.quantile(table[:, 2], [0.5]), atol=0.05)
+
+
+def test_noise_free_histogram_marginals_are_reproduced(table):
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=3)
+    est = dps.M2M(exact_sketch(fm, table), n_samples=10_000)
+    edges = np.linspace(0, 1, 9)[1:-1]
+    for j in range(3):
+        np.testing.assert_allclose(est.cdf(j, edges), (table[:, j][:, None] < edges).mean(axis=0), atol=3e-3)
+    assert est.n_hat == table.shape[0]
+
+
+def test_count_combines_the_released_count_with_the_marginal_totals(table):
+    """A one-hot map's cells sum to s·n: with a very noisy count, n̂ follows the cell totals."""
+    fm = dps.Histogram(bounds=(0, 1), bins=4, dim=3)
+    sk = exact_sketch(
+        fm, table, noise={"sum_variance": 1.0, "count_variance": 1e8}, count=table.shape[0] + 5000
+    )
+    dec = SyntheticDecoder(n_points=2000).fit(sk)
+    assert dec.n_hat_ == pytest.approx(table.shape[0], abs=5)
+
+
+def test_sample_is_an_ordinary_frame_drawn_from_the_weights(est):
+    a, b = est.sample(5000, seed=1), est.sample(5000, seed=1)
+    assert a.columns == ["a", "b", "c"] and a.height == 5000 and a.equals(b)
+    assert not a.equals(est.sample(5000, seed=2))
+    # its column means agree with the weighted ones to sampling error (sd ≈ 0.003)
+    np.testing.assert_allclose(a.select(pl.all().mean()).to_numpy()[0], est.mean(), atol=0.02)
+    assert est.sample(0).height == 0
+    with pytest.raises(ValueError, match="non-negative integer"):
+        est.sample(-1)
+
+
+def test_polars_queries_and_the_weighted_frame(est):
+    frame = est.weighted_frame()
+    assert frame.columns == ["a", "b", "c", "weight"] and frame["weight"].min() >= 0
+    by_expr = est.expect(pl.col("a") * pl.col("b"))
+    assert by_expr == pytest.approx(float((frame["a"] * frame["b"] * frame["weight"]).sum()), rel=1e-9)
+    assert 0 <= est.count((pl.col("a") > 0.2) & (pl.col("c") < 0.5)) <= est.n_hat
+
+
+def test_categorical_columns_are_decoded_as_codes():
+    rng = np.random.default_rng(5)
+    g = rng.choice([0, 1, 2], size=3000, p=[0.6, 0.3, 0.1]).astype(float)
+    x = np.clip(rng.beta(2, 5, 3000) + 0.2 * g, 0, 1)
+    fm = dps.Marginals(
+        bounds=([0, 0], [1, 2]), subsets=[0, 1, (0, 1)], bins=[[8], [3], [4, 3]], categorical=[1]
+    )
+    sk = dps.Sketch(
+        fm, np.array(fm.fixed_sum(np.column_stack([x, g])), dtype=np.int64), 3000, bounds=([0, 0], [1, 2])
+    )
+    est = dps.M2M(sk, n_samples=5000)
+    assert set(np.unique(est.samples[:, 1])) <= {0.0, 1.0, 2.0}
+    assert est.count(lambda Z: Z[:, 1] == 2) == pytest.approx(np.sum(g == 2), rel=0.05)
+
+
+def test_dense_maps_decode(table):
+    fm = dps.RFF(dim=3, num_features=200, bandwidth=0.3, seed=0)
+    est = dps.M2M(exact_sketch(fm, table), n_samples=3000)
+    assert est.n_samples == 3000 and (est.weights >= 0).all()
+    np.testing.assert_allclose(est.mean(), table.mean(axis=0), atol=0.03)
+
+
+@pytest.mark.slow
+def test_dense_maps_cap_the_number_of_points(table):
+    fm = dps.RFF(dim=3, num_features=1500, bandwidth=0.3, seed=0)
+    est = dps.M2M(exact_sketch(fm, table), n_samples=50_000)
+    assert est.n_samples == (1 << 22) // 1500  # float32 Φ(x̃) holds at most 2²² entries
+    np.testing.assert_allclose(est.mean(), table.mean(axis=0), atol=0.03)
+
+
+def test_ridge_is_still_available(table):
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=3)
+    sk = exact_sketch(fm, table, noise={"sum_variance": 50.0})
+    ridge = dps.M2M(sk, n_samples=5000, method="ridge")
+    assert ridge.method == "ridge" and ridge.lam > 0 and (ridge.weights < 0).any()
+    value, std = ridge.expect(lambda Z: Z[:, 0], return_std=True)
+    assert std > 0
+    with pytest.raises(ValueError, match="return_std needs method='ridge'"):
+        dps.M2M(sk, n_samples=5000).expect(lambda Z: Z[:, 0], return_std=True)
+    with pytest.raises(ValueError, match="method"):
+        dps.M2M(sk, method="nnls")
+
+
+@pytest.mark.parametrize(
+    "sum_units, count, noise",
+    [
+        (np.zeros(24, dtype=np.int64), 0, {}),
+        (np.full(24, -50, dtype=np.int64), -3, {"sum_variance": 4.0, "count_variance": 4.0}),
+        (np.full(24, -50, dtype=np.int64), 10, {"sum_variance": 4.0, "count_variance": 1e-9}),
+    ],
+    ids=["empty", "negative", "negative-cells"],
+)
+def test_degenerate_sketches_never_raise(sum_units, count, noise):
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=3)
+    sk = dps.Sketch(fm, sum_units, count, noise=noise, bounds=BOX)
+    est = dps.M2M(sk, n_samples=1000)
+    assert (est.weights >= 0).all() and est.weights.sum() == pytest.approx(1.0)
+    c = est.count(lambda Z: Z[:, 0] < 0.5)
+    assert 0 <= c <= max(est.n_hat, 0)
+    if est.n_hat <= 0:
+        assert est.degenerate and "not positive" in est.reason and c == 0
+    mu = est.mean()
+    assert ((mu >= 0) & (mu <= 1)).all()
+
+
+@pytest.mark.parametrize("variance", [1e30, np.inf, 0.0])
+def test_extreme_noise_never_raises(table, variance):
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=3)
+    units = np.array(fm.fixed_sum(table), dtype=np.int64)
+    units[::3] = np.iinfo(np.int64).max // 4  # absurd released values
+    sk = dps.Sketch(fm, units, 17, noise={"sum_variance": variance, "count_variance": variance}, bounds=BOX)
+    est = dps.M2M(sk, n_samples=1000)
+    assert np.isfinite(est.weights).all() and (est.weights >= 0).all()
+    assert est.weights.sum() == pytest.approx(1.0)
+    assert ((est.mean() >= 0) & (est.mean() <= 1)).all()
+
+
+def test_same_seed_same_answer_and_bad_parameters_refused(released):
+    a = SyntheticDecoder(n_points=3000, seed=7).fit(released)
+    b = SyntheticDecoder(n_points=3000, seed=7).fit(released)
+    np.testing.assert_array_equal(a.weights_, b.weights_)
+    np.testing.assert_array_equal(a.samples_, b.samples_)
+    assert a.history_ and a.residual_ >= 0 and a.noise_norm_ > 0
+    for kwargs, match in [
+        ({"n_points": 10}, "n_points"),
+        ({"rounds": 0}, "rounds"),
+        ({"tol": 2.0}, "tol"),
+        ({"move": -0.1}, "move"),
+        ({"discrete": {5: [0.0]}}, "discrete column"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            SyntheticDecoder(**kwargs).fit(released)
+    with pytest.raises(ValueError, match="sketch must be a Sketch"):
+        SyntheticDecoder().fit("not a sketch")
