@@ -110,20 +110,24 @@ def test_context_numpy_queries_release_on_both_neighbours(base, kind, chain):
 
 
 def test_context_m2m_on_tiny_data_is_charged_once_per_query_and_never_warns():
-    """Split 20 ways on 3 rows, some noisy counts are ≤ 0: each answer is flagged, never raised."""
+    """Split 20 ways on 3 rows, noisy counts ≤ 0 happen: no answer raises or warns, each is charged."""
     X = np.full((3, D), 0.5)
     fm = _maps()["histogram"]
     ctx = _compositor(X, dp.loss_of(epsilon=1.0), dps.box_domain(BOX, D), parts=20)
-    flagged = 0
+    counts = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for i in range(20):
-            out = ctx.query().private_sketch(fm).m2m("mean", n_samples=500).release()
-            flagged += isinstance(out, dps.FailedEstimate)
+            out = ctx.query().private_sketch(fm).m2m(None, n_samples=500).release()
+            assert out is not None  # the estimator, or a FailedEstimate saying why
+            if not isinstance(out, dps.FailedEstimate):
+                counts.append(out.sketch.count)
+                out.mean()  # an estimate on a count ≤ 0 sketch must not raise or warn either
             assert len(ctx.remaining_privacy_loss()) == 19 - i  # each query charged once
-    assert flagged > 0  # at ε = 0.05 per query a count ≤ 0 happens (P(all 20 positive) < 1e-6)
+    assert min(counts) <= 0  # at ε = 0.05 per query a count ≤ 0 happens (P(all 20 positive) < 1e-6)
 
 
+@pytest.mark.opendp_polars
 @pytest.mark.parametrize("kind", _kinds())
 def test_context_lazyframe_release_on_both_neighbours(base, kind):
     X2, null = _data(base, kind)

@@ -130,6 +130,7 @@ def test_frame_domain_validation():
         make_frame_feature_sum(frame_box_domain((0, 1), list("abc")), dp.symmetric_distance(), MAPS["rff"](), batch_rows=0)
 
 
+@pytest.mark.opendp_polars
 def test_sketch_and_native_polars_queries_share_one_context(data):
     lf = frame(data)
     ctx = dp.Context.compositor(
@@ -147,6 +148,7 @@ def test_sketch_and_native_polars_queries_share_one_context(data):
         dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b", "c"])
 
 
+@pytest.mark.opendp_polars
 def test_context_release_checks_columns_before_anything(data):
     lf = frame(data).with_columns(pl.lit("t").alias("txt"))
     ctx = dp.Context.compositor(
