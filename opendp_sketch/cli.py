@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -256,7 +257,7 @@ def _query(args: argparse.Namespace) -> int:
         ) from None
     rows: list[dict[str, object]] = []
     needs_m2m = args.mean or args.cdf or args.quantile or args.count
-    est = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
+    est: Any = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
     if args.mean:
         for c, v in zip(est.columns, est.mean()):
             rows.append({"query": "mean", "column": c, "point": None, "value": float(v)})
@@ -277,8 +278,8 @@ def _query(args: argparse.Namespace) -> int:
             raise ValueError(f"--count {text!r} is not a SQL predicate over the columns {est.columns}") from None
         rows.append({"query": "count", "column": text, "point": None, "value": float(est.count(expr))})
     for text in args.kde or []:
-        q = _parse_points(text)
-        rows.append({"query": "kde", "column": None, "point": q, "value": float(KDE(sk)([q])[0])})
+        point = _parse_points(text)
+        rows.append({"query": "kde", "column": None, "point": point, "value": float(KDE(sk)([point])[0])})
     if args.kmeans is not None:
         km = CompressiveKMeans(args.kmeans, n_restarts=args.restarts).fit(sk)
         for j, (c, w) in enumerate(zip(km.cluster_centers_, km.weights_)):

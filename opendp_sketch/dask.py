@@ -157,7 +157,7 @@ def _partitions(data: Any, desc: DaskBoxDomain) -> list[Any]:
         if data.numblocks[1] != 1:
             data = data.rechunk({1: -1})  # a task needs whole rows
         return list(data.to_delayed().ravel())
-    return list(data[list(desc.column_names)].to_delayed())
+    return list(data[list(desc.column_names or ())].to_delayed())
 
 
 def _sum_and_count(

@@ -205,7 +205,7 @@ def make_noisy_sketch(
     """
     dp.assert_features("contrib", "honest-but-curious")
     mechanism = mechanism_of(output_measure)
-    p = 1 if mechanism == "laplace" else 2
+    p: Literal[1, 2] = 1 if mechanism == "laplace" else 2
     t_sum, t_count = pair_parts(pair, feature_map, p)
     # scale 0 is accepted like OpenDP's own mechanisms (infinite loss); parameter searches probe it
     scale = check_number(scale, "scale", allow_zero=True)
@@ -338,10 +338,10 @@ def _pair_source(
     cache = feature_map.__dict__.setdefault("_source_cache", {})
     if key not in cache:
         if isinstance(getattr(input_domain, "descriptor", None), FrameBoxDomain):
-            make = make_frame_sum_and_count
+            pair = make_frame_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
         else:
-            make = make_sum_and_count
-        cache[key] = make(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
+            pair = make_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
+        cache[key] = pair
     return cache[key]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import opendp.prelude as dp
@@ -99,7 +99,7 @@ def scan(source: str | os.PathLike[str]) -> pl.LazyFrame:
     :raises ValueError: for a missing file or an unknown extension
     """
     path = Path(source)
-    scanner = _SCANNERS.get(path.suffix.lower())
+    scanner: Any = _SCANNERS.get(path.suffix.lower())
     if scanner is None:
         raise ValueError(f"{path.name}: unknown file type; expected one of {sorted(_SCANNERS)}")
     if not path.exists():
@@ -154,7 +154,7 @@ def make_frame_feature_sum(
     input_domain: dp.Domain,
     input_metric: dp.Metric,
     feature_map: FeatureMap,
-    p: int = 1,
+    p: Literal[1, 2] = 1,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     n_jobs: int | None = None,

@@ -45,7 +45,7 @@ def _stability_up(d_in: int, sens: float) -> float:
 
 
 def integer_sum_transformation(
-    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, p: int, function: Any
+    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, p: Literal[1, 2], function: Any
 ) -> dp.Transformation:
     """An ``int64`` feature-sum transformation computed by ``function``, under ``l1_distance(T=i64)``
     (``p=1``) or ``l2_distance(T=f64)`` (``p=2``) with stability ``d_in·Δ_p`` in integer units.
@@ -133,7 +133,7 @@ def make_box_clip(
     1
     """
     dp.assert_features("contrib", "honest-but-curious")
-    desc = getattr(input_domain, "descriptor", None)
+    desc: Any = getattr(input_domain, "descriptor", None)
     if type(desc).__name__ != "NPArray2Domain" or desc.T != "f64":
         raise ValueError(f"input_domain ({input_domain}) must be dp.numpy.array2_domain(T=float)")
     require_symmetric(input_metric)
