@@ -449,12 +449,17 @@ class SyntheticDecoder:
     def _propose(self, X: np.ndarray, w: np.ndarray, r: int, rng: np.random.Generator) -> np.ndarray:
         n, d = X.shape
         if r == 1:  # start from the fitted 1-way marginals: columns drawn independently
-            return np.column_stack([self._marginal_draw(X, w, j, n, rng) for j in range(d)])
+            new = np.column_stack([self._marginal_draw(X, w, j, n, rng) for j in range(d)])
+            for j, values in self.discrete_.items():
+                new[: values.size, j] = values[: min(values.size, n)]
+            return new
         # systematic resampling ∝ w: each point is copied about n·w_i times
         idx = np.minimum(np.searchsorted(np.cumsum(w), (rng.uniform() + np.arange(n)) / n), n - 1)
         new = X[idx]
         for j in range(d):
             new[:, j] = self._spread(new[:, j], j, rng, r)
+        for j, values in self.discrete_.items():  # every public value stays present (maybe at weight 0)
+            new[: values.size, j] = values[: min(values.size, n)]
         movers = np.flatnonzero(rng.uniform(size=n) < self.move)
         if movers.size and d > 1:
             cols = rng.integers(0, d, size=movers.size)

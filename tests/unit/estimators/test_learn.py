@@ -78,7 +78,7 @@ def test_linear_regression_is_exact_when_second_moments_are_in_the_span():
     D = np.column_stack([X, X[:, 0]])
     fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
     sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([-1.0] * 3, [1.0] * 3))
-    options = {"n_samples": 20_000, "lam": 0.0}
+    options = {"n_samples": 20_000, "lam": 0.0, "method": "ridge"}  # exactness is a ridge property
     reg = dps.LinearRegression(alpha=0.0, fit_intercept=False, m2m_options=options).fit(sk)
     np.testing.assert_allclose(reg.coef_, [1.0, 0.0], atol=1e-4)
     assert reg.intercept_ == 0.0
@@ -115,7 +115,7 @@ def test_no_intercept_predicts_in_the_data_units():
     D = np.column_stack([X, X[:, 0]])
     fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
     sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([0.0] * 3, [1.0] * 3))
-    reg = dps.LinearRegression(alpha=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0}).fit(sk)
+    reg = dps.LinearRegression(alpha=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0, "method": "ridge"}).fit(sk)
     np.testing.assert_allclose(reg.predict([[1.0, 0.0], [0.5, 0.5]]), [1.0, 0.5], atol=1e-3)
 
 
