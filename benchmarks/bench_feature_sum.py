@@ -1,21 +1,29 @@
-"""RFF feature sum: opendp_sketch's exact fixed-point path vs plain float64 numpy.
+"""RFF feature sum: opendp_sketch's exact fixed-point path vs plain numpy kernels and pycle.
 
 Setting (full mode): RFF with d = 10, m = 1000 features (500 frequencies), bandwidth 1,
-n = 10^6 rows uniform in [0, 1]^10 (seeded numpy RNG). Configurations:
+n = 10^6 rows uniform in [0, 1]^10 (seeded numpy RNG). Configurations, all in one run:
 
-* baseline ``numpy one-shot``: ``Z = X @ fm.frequencies; concatenate([cos(Z).sum(0), sin(Z).sum(0)])``
-* baseline ``numpy chunked``: the same kernel in float64 over chunks of 4096 rows
-* ``make_feature_sum(box_domain((0,1), num_columns=10), symmetric_distance(), feature_map=fm, p=1)``
-  invoked on ``X`` (default ``n_jobs`` and ``n_jobs=1``)
-* ``fm.fixed_sum(X)`` directly (default ``n_jobs`` and ``n_jobs=1``)
+* ``make_feature_sum(box_domain((0, 1), num_columns=10), symmetric_distance(), fm, p=1)`` invoked
+  on ``X`` (default ``n_jobs``: the RFF sum of the release path), and ``fm.fixed_sum(X, clip=box)``
+  with ``n_jobs`` default and 1;
+* the same sum with the dense work tiled at 256 … 4096 rows (``base.TILE_ENTRIES`` patched), to
+  choose the default tile;
+* baselines: the chunked **float32** numpy kernel (``X @ W``, ``cos``, ``sin``, column sums; 2
+  threads, BLAS single-threaded) written plainly (new arrays per chunk) and with reused ``out=``
+  buffers, the float64 one-shot kernel, and pycle 1.2's ``computeSketch`` (complex exponential
+  map with the same frequencies) if it is installed;
+* with ``--baseline-library DIR`` (an older ``opendp_sketch`` copy, e.g. from ``git archive``):
+  the RFF sum and the other maps (Histogram, RACE, QuantizedRFF, SubsampledRFF) with both
+  libraries, for a before/after table measured in the same run.
 
 Every configuration runs ``--repeats`` times (default 3), each time in a fresh subprocess that
-imports, generates the data, and then measures one call: wall time and peak extra RSS (peak RSS
-during the call minus RSS just before it; see ``_common.py``). Runs are interleaved round-robin
-across configurations so slow drifts of the machine load hit all of them alike. Medians are
-reported. Accuracy: max |opendp_sketch sum / gain − one-shot float64 sum| / n.
+imports, generates the data and then measures one call: wall time, CPU time and peak extra RSS
+(peak RSS during the call minus RSS just before it; see ``_common.py``). Runs are interleaved
+round-robin across configurations so slow drifts of the machine load hit all of them alike;
+medians are reported. The float64 one-shot kernel and pycle (tens of seconds, reference only)
+run in the first round only.
 
-Usage: ``python benchmarks/bench_feature_sum.py [--quick] [--out-dir DIR]``
+Usage: ``python benchmarks/bench_feature_sum.py [--quick] [--out-dir DIR] [--baseline-library DIR]``
 """
 
 from __future__ import annotations
@@ -31,53 +39,46 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-NAME = "bench_feature_sum"
+NAME = "feature_sum"
 DIM = 10
 BANDWIDTH = 1.0
 FM_SEED = 0
 DATA_SEED = 20240601
-CHUNK = 4096
-TIME_RATIO_TARGET = 0.3
-MEM_TARGET_MB = 300.0
+#: rows per chunk of the numpy baselines (each at the size measured fastest for it)
+PLAIN_CHUNK, BUFFER_CHUNK = 1024, 512
+BASELINE_JOBS = 2
+TIME_RATIO_TARGET = 1.3
+MEM_TARGET_MB = 100.0
+TILES = (256, 512, 1024, 2048, 4096)
 
 FULL = {"n": 1_000_000, "m": 1000}
 QUICK = {"n": 20_000, "m": 200}
 
-_BLAS1 = {"OPENBLAS_NUM_THREADS": "1"}
-
-# (key, label, kind, n_jobs, extra environment of the child)
-CONFIGS: list[tuple[str, str, str, int | None, dict[str, str]]] = [
-    ("np_oneshot", "numpy float64 one-shot (baseline)", "oneshot", None, {}),
-    ("np_chunked", f"numpy float64 chunked, {CHUNK} rows (baseline 2)", "chunked", None, {}),
-    ("t_default", "make_feature_sum transformation, n_jobs=default", "transformation", None, {}),
-    ("t_1", "make_feature_sum transformation, n_jobs=1", "transformation", 1, {}),
-    (
-        "t_default_blas1",
-        "make_feature_sum transformation, n_jobs=default, OPENBLAS_NUM_THREADS=1",
-        "transformation",
-        None,
-        _BLAS1,
-    ),
-    ("fs_default", "fm.fixed_sum(X), n_jobs=default", "fixed_sum", None, {}),
-    ("fs_1", "fm.fixed_sum(X), n_jobs=1", "fixed_sum", 1, {}),
-    (
-        "fs_default_blas1",
-        "fm.fixed_sum(X), n_jobs=default, OPENBLAS_NUM_THREADS=1",
-        "fixed_sum",
-        None,
-        _BLAS1,
-    ),
+#: (key, label, kind, params); params: n_jobs, tile, library ("current" / "before"), once
+RFF_CONFIGS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("t_default", "RFF sum: make_feature_sum, n_jobs=default", "transformation", {}),
+    ("fs_default", "fm.fixed_sum(X, clip=box), n_jobs=default", "fixed_sum", {}),
+    ("fs_1", "fm.fixed_sum(X, clip=box), n_jobs=1", "fixed_sum", {"n_jobs": 1}),
+    ("f32_plain", f"numpy float32 chunked kernel, plain, {PLAIN_CHUNK} rows, 2 threads", "f32_plain", {}),
+    ("f32_buf", f"numpy float32 chunked kernel, out= buffers, {BUFFER_CHUNK} rows, 2 threads", "f32_buf", {}),
+    ("f64_oneshot", "numpy float64 one-shot kernel", "f64_oneshot", {"once": True}),
+    ("pycle", "pycle 1.2 computeSketch (complex exponential)", "pycle", {"once": True}),
 ]
+TILE_CONFIGS = [
+    (f"tile_{t}", f"fm.fixed_sum, n_jobs=default, tiles of {t} rows", "fixed_sum", {"tile": t}) for t in TILES
+]
+#: other maps for the before/after table: name -> constructor(opendp_sketch module, m)
+OTHER_MAPS: dict[str, Callable[[Any, int], Any]] = {
+    "Histogram": lambda dps, m: dps.Histogram(bounds=(0.0, 1.0), bins=32, dim=DIM),
+    "RACE": lambda dps, m: dps.RACE(dim=DIM, rows=100, buckets=1000, bucket_width=1.0, seed=0),
+    "QuantizedRFF": lambda dps, m: dps.QuantizedRFF(dim=DIM, num_features=m, seed=0),
+    "SubsampledRFF r=1": lambda dps, m: dps.features.SubsampledRFF(dim=DIM, num_features=m, seed=0, r=1),
+    "SubsampledRFF r=50": lambda dps, m: dps.features.SubsampledRFF(dim=DIM, num_features=m, seed=0, r=50),
+}
 
 
 def _data(n: int) -> np.ndarray:
     return np.random.default_rng(DATA_SEED).random((n, DIM))
-
-
-def _feature_map(m: int):
-    import opendp_sketch as dps
-
-    return dps.RFF(dim=DIM, num_features=m, bandwidth=BANDWIDTH, seed=FM_SEED)
 
 
 def numpy_oneshot(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
@@ -85,14 +86,54 @@ def numpy_oneshot(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cos(Z).sum(0), np.sin(Z).sum(0)])
 
 
-def numpy_chunked(X: np.ndarray, omega: np.ndarray, chunk: int = CHUNK) -> np.ndarray:
-    k = omega.shape[1]
-    acc = np.zeros(2 * k)
-    for s in range(0, X.shape[0], chunk):
-        Z = X[s : s + chunk] @ omega
-        acc[:k] += np.cos(Z).sum(0)
-        acc[k:] += np.sin(Z).sum(0)
-    return acc
+def _threaded_chunks(n: int, chunk: int, part: Callable[[int], np.ndarray]) -> np.ndarray:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1), ThreadPoolExecutor(BASELINE_JOBS) as pool:
+        return np.sum(list(pool.map(part, range(0, n, chunk))), axis=0, dtype=np.float64)
+
+
+def numpy_f32_plain(X: np.ndarray, omega: np.ndarray, chunk: int = PLAIN_CHUNK) -> np.ndarray:
+    """The float32 kernel as usually written: new arrays for every chunk."""
+    w = omega.astype(np.float32)
+
+    def part(s: int) -> np.ndarray:
+        Z = X[s : s + chunk].astype(np.float32) @ w
+        return np.concatenate([np.cos(Z).sum(0), np.sin(Z).sum(0)])
+
+    return _threaded_chunks(X.shape[0], chunk, part)
+
+
+def numpy_f32_buffered(X: np.ndarray, omega: np.ndarray, chunk: int = BUFFER_CHUNK) -> np.ndarray:
+    """The float32 kernel with per-thread arrays reused through ``out=`` (no allocation per chunk)."""
+    import threading
+
+    w = omega.astype(np.float32)
+    local = threading.local()
+
+    def part(s: int) -> np.ndarray:
+        if not hasattr(local, "z"):
+            local.x = np.empty((chunk, DIM), np.float32)
+            local.z = np.empty((chunk, w.shape[1]), np.float32)
+            local.cs = np.empty((2, chunk, w.shape[1]), np.float32)
+        r = min(chunk, X.shape[0] - s)
+        x, z, cs = local.x[:r], local.z[:r], local.cs[:, :r]
+        np.copyto(x, X[s : s + r], casting="same_kind")
+        np.matmul(x, w, out=z)
+        np.cos(z, out=cs[0])
+        np.sin(z, out=cs[1])
+        return cs.sum(axis=1).reshape(-1)
+
+    return _threaded_chunks(X.shape[0], chunk, part)
+
+
+def pycle_sketch(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    import pycle.sketching as sk
+
+    z = sk.computeSketch(X, sk.SimpleFeatureMap("complexExponential", omega))  # mean of exp(iΩᵀx)
+    return np.concatenate([z.real, z.imag]) * X.shape[0]
 
 
 # -- child ------------------------------------------------------------------------------------
@@ -104,49 +145,108 @@ def setup(config: dict[str, Any]) -> Callable[[], Any]:
     import opendp_sketch as dps
 
     dp.enable_features("contrib", "honest-but-curious")
-    X = _data(config["n"])
-    fm = _feature_map(config["m"])
-    kind, n_jobs = config["kind"], config["n_jobs"]
-    if kind == "oneshot":
-        return lambda: numpy_oneshot(X, fm.frequencies)
-    if kind == "chunked":
-        return lambda: numpy_chunked(X, fm.frequencies)
+    n, m, kind = config["n"], config["m"], config["kind"]
+    X = _data(n)
+    lo, hi = np.zeros(DIM), np.ones(DIM)
+    if kind == "map":
+        fm = OTHER_MAPS[config["map"]](dps, m)
+        return lambda: fm.fixed_sum(X, clip=(lo, hi))
+    fm = dps.RFF(dim=DIM, num_features=m, bandwidth=BANDWIDTH, seed=FM_SEED)
+    if config.get("tile"):
+        from opendp_sketch.features import base
+
+        base.TILE_ENTRIES = config["tile"] * (m // 2)
+    omega = fm.frequencies
+    if kind == "f64_oneshot":
+        return lambda: numpy_oneshot(X, omega)
+    if kind == "f32_plain":
+        return lambda: numpy_f32_plain(X, omega)
+    if kind == "f32_buf":
+        return lambda: numpy_f32_buffered(X, omega)
+    if kind == "pycle":
+        return lambda: pycle_sketch(X, omega)
     if kind == "fixed_sum":
-        return lambda: fm.fixed_sum(X, n_jobs=n_jobs)
+        return lambda: fm.fixed_sum(X, clip=(lo, hi), n_jobs=config.get("n_jobs"))
     if kind == "transformation":
         t = dps.make_feature_sum(
             dps.box_domain((0, 1), num_columns=DIM),
             dp.symmetric_distance(),
             feature_map=fm,
             p=1,
-            n_jobs=n_jobs,
+            fixed_point=True,
+            n_jobs=config.get("n_jobs"),
         )
         return lambda: t(X)
     raise ValueError(kind)
 
 
-def post(config: dict[str, Any], result: Any) -> list[float]:
-    """The sum in float64 feature units (opendp_sketch outputs divided by ``fm.gain``)."""
+def post(config: dict[str, Any], result: Any) -> dict[str, Any]:
+    """Exact integers (ours) as strings, and the sum in float64 feature units for accuracy."""
     from opendp_sketch.features.rff import RFF_FRAC_BITS, RFF_GAIN
 
-    kind = config["kind"]
-    if kind == "fixed_sum":  # exact integers in units of 2^-k
-        v = np.ldexp(np.array([float(x) for x in result]), -RFF_FRAC_BITS) / RFF_GAIN
-    elif kind == "transformation":
-        v = np.asarray(result, dtype=np.float64) / RFF_GAIN
-    else:
-        v = np.asarray(result, dtype=np.float64)
-    return v.tolist()
+    if config["kind"] in ("fixed_sum", "transformation", "map"):
+        units = [int(v) for v in result]
+        scale = 1.0 if config["kind"] == "map" else 2.0**-RFF_FRAC_BITS / RFF_GAIN
+        return {
+            "units": [str(v) for v in units],
+            "value": (np.array(units, dtype=np.float64) * scale).tolist(),
+        }
+    return {"units": None, "value": np.asarray(result, dtype=np.float64).tolist()}
 
 
 # -- parent -----------------------------------------------------------------------------------
 
 
-def _bg(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
+def _pop_baseline_library() -> str | None:
+    """``--baseline-library DIR`` (a directory holding an ``opendp_sketch`` package), removed from argv."""
+    if "--baseline-library" not in sys.argv:
+        return None
+    i = sys.argv.index("--baseline-library")
+    path = str(Path(sys.argv[i + 1]).resolve())
+    del sys.argv[i : i + 2]
+    if not (Path(path) / "opendp_sketch" / "__init__.py").is_file():
+        raise SystemExit(f"--baseline-library ({path}) must contain an opendp_sketch package")
+    return path
+
+
+def _env(library: str, baseline: str | None) -> dict[str, str]:
+    if library == "current":
+        return {}
+    assert baseline is not None
+    return {"OPENDP_SKETCH_BENCH_SNAPSHOT": baseline, "PYTHONPATH": baseline}
+
+
+def _configs(baseline: str | None, have_pycle: bool) -> list[tuple[str, str, str, dict[str, Any]]]:
+    configs = [c for c in RFF_CONFIGS if have_pycle or c[2] != "pycle"] + TILE_CONFIGS
+    if baseline is None:
+        return configs
+    configs.append(
+        (
+            "t_default_before",
+            "RFF sum: make_feature_sum, n_jobs=default — BEFORE",
+            "transformation",
+            {"library": "before"},
+        )
+    )
+    for name in OTHER_MAPS:
+        for lib in ("before", "current"):
+            configs.append((f"map_{name}_{lib}", f"{name} ({lib})", "map", {"map": name, "library": lib}))
+    return configs
+
+
+def _pycle_status() -> tuple[bool, str]:
+    try:
+        from importlib.metadata import version
+
+        import pycle.sketching  # noqa: F401
+
+        return True, f"pycle {version('pycle')} (installed with `pip install pycle==1.2`)"
+    except Exception as e:  # any import failure is reported, not fatal
+        return False, f"pycle not measured: `import pycle.sketching` failed ({type(e).__name__}: {e})"
 
 
 def main() -> None:
+    baseline = _pop_baseline_library()
     args = C.parse_args(__doc__.splitlines()[0])
     if args.child is not None:
         C.child_main(args.child, setup, post)
@@ -155,137 +255,204 @@ def main() -> None:
     n, m = size["n"], size["m"]
     info = C.machine_info()
     default_jobs = min(os.cpu_count() or 1, 4)
-    C.progress(f"{NAME}: n={n}, d={DIM}, m={m}, repeats={args.repeats} (fresh subprocess each)")
+    have_pycle, pycle_note = _pycle_status()
+    configs = _configs(baseline, have_pycle)
+    C.progress(f"{NAME}: n={n}, d={DIM}, m={m}, repeats={args.repeats}, {len(configs)} configurations")
 
-    runs: dict[str, list[dict[str, Any]]] = {key: [] for key, *_ in CONFIGS}
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key, *_ in configs}
     for rep in range(args.repeats):
-        for key, label, kind, n_jobs, env in CONFIGS:
-            r = C.run_child_quietly(
-                __file__, {"n": n, "m": m, "kind": kind, "n_jobs": n_jobs, "env": env}, args
-            )
+        for key, label, kind, params in configs:
+            if params.get("once") and rep > 0:
+                continue
+            cfg = {
+                "n": n,
+                "m": m,
+                "kind": kind,
+                **params,
+                "env": _env(params.get("library", "current"), baseline),
+            }
+            r = C.run_child_quietly(__file__, cfg, args)
             runs[key].append(r)
             C.progress(
                 f"rep {rep + 1}: {label}: {r['time_s']:.2f} s (cpu {r['cpu_s']:.1f} s), "
                 f"peak extra {r['peak_extra_mb']:.0f} MB, background {_bg(r['background_cores'])} cores"
             )
 
-    ref = np.array(runs["np_oneshot"][0]["result"])
-    t_ref = C.median([r["time_s"] for r in runs["np_oneshot"]])
-    t_chunk = C.median([r["time_s"] for r in runs["np_chunked"]])
-    rows, summary = [], {}
-    for key, label, kind, _, _ in CONFIGS:
+    med = {k: C.median([r["time_s"] for r in v]) for k, v in runs.items() if v}
+    cpu = {k: C.median([r["cpu_s"] for r in v]) for k, v in runs.items() if v}
+    mem = {k: C.median([r["peak_extra_mb"] for r in v]) for k, v in runs.items() if v}
+    ref = np.array(runs["f64_oneshot"][0]["result"]["value"])
+
+    # every opendp_sketch RFF configuration must give the same exact integers
+    rff_units = {
+        k: runs[k][0]["result"]["units"]
+        for k, _, kind, p in configs
+        if kind in ("fixed_sum", "transformation")
+    }
+    same_units = len({tuple(u) for u in rff_units.values()}) == 1
+    same_maps = (
+        all(
+            runs[f"map_{name}_before"][0]["result"]["units"]
+            == runs[f"map_{name}_current"][0]["result"]["units"]
+            for name in OTHER_MAPS
+        )
+        if baseline
+        else None
+    )
+
+    def ratio(k: str, base: str) -> str:
+        return C.fmt(med[k] / med[base]) if base in med else "–"
+
+    main_keys = [c for c in configs if not c[0].startswith(("tile_", "map_"))]
+    rows = []
+    for key, label, _, _ in main_keys:
         ts = [r["time_s"] for r in runs[key]]
-        ms = [r["peak_extra_mb"] for r in runs[key]]
-        cpu = C.median([r["cpu_s"] for r in runs[key]])
+        err = float(np.max(np.abs(np.array(runs[key][0]["result"]["value"]) - ref))) / n
         bgs = [r["background_cores"] for r in runs[key] if r["background_cores"] is not None]
-        t, mem = C.median(ts), C.median(ms)
-        err = float(np.max(np.abs(np.array(runs[key][0]["result"]) - ref))) / n
-        ours = kind in ("fixed_sum", "transformation")
-        verdict = "–"
-        if ours:
-            ok_t, ok_m = t / t_ref <= TIME_RATIO_TARGET, mem <= MEM_TARGET_MB
-            verdict = f"time {'yes' if ok_t else 'NO'}, memory {'yes' if ok_m else 'NO'}"
-        summary[key] = (t, mem, err)
         rows.append(
             [
                 label,
-                C.fmt(t),
-                f"{C.fmt(min(ts))}–{C.fmt(max(ts))}",
-                C.fmt(cpu),
-                C.fmt(t / t_ref),
-                C.fmt(t / t_chunk),
-                C.fmt(mem),
-                f"{C.fmt(min(ms))}–{C.fmt(max(ms))}",
-                C.fmt(err) if key != "np_oneshot" else "0 (reference)",
-                verdict,
+                C.fmt(med[key]),
+                f"{C.fmt(min(ts))}–{C.fmt(max(ts))} ({len(ts)})",
+                C.fmt(cpu[key]),
+                ratio(key, "f32_buf"),
+                ratio(key, "f32_plain"),
+                ratio(key, "f64_oneshot"),
+                ratio(key, "pycle"),
+                C.fmt(mem[key]),
+                "0 (reference)" if key == "f64_oneshot" else C.fmt(err),
                 f"{C.fmt(C.median(bgs))} / {C.fmt(max(bgs))}" if bgs else "n/a",
             ]
         )
-
     headers = [
         "configuration",
         "median time (s)",
-        "min–max (s)",
-        "median CPU time (s)",
-        "time / one-shot",
-        "time / chunked",
+        "min–max (s) (runs)",
+        "median CPU (s)",
+        "÷ float32 buffered",
+        "÷ float32 plain",
+        "÷ float64 one-shot",
+        "÷ pycle",
         "median peak extra RSS (MB)",
-        "min–max (MB)",
-        "max abs diff / n vs one-shot",
-        "targets met",
+        "max abs diff / n vs float64",
         "other processes' CPU, median / max (cores)",
     ]
-    mem_method = runs["np_oneshot"][0]["mem_method"]
-    rss_before = C.median([r["rss_before_mb"] for rs in runs.values() for r in rs])
-    body = f"""## Setting
+    tile_rows = [
+        [
+            f"{t} rows ({t * m // 2:,} phases)",
+            C.fmt(med[f"tile_{t}"]),
+            C.fmt(cpu[f"tile_{t}"]),
+            ratio(f"tile_{t}", "f32_buf"),
+            C.fmt(mem[f"tile_{t}"]),
+        ]
+        for t in TILES
+    ]
+    t_ours = med["t_default"]
+    verdict = (
+        f"RFF sum ÷ float32 kernel: **{t_ours / med['f32_buf']:.2f}×** the buffered kernel and "
+        f"**{t_ours / med['f32_plain']:.2f}×** the plain one (target ≤ {TIME_RATIO_TARGET}); "
+        f"peak extra memory **{mem['t_default']:.0f} MB** (target ≤ {MEM_TARGET_MB:.0f} MB). "
+        f"Same exact integers in every opendp_sketch configuration (n_jobs, tiles): **{'yes' if same_units else 'NO'}**."
+    )
+    before_section = ""
+    if baseline:
+        brows = [
+            [
+                f"RFF m = {m} (make_feature_sum)",
+                C.fmt(med["t_default_before"]),
+                C.fmt(med["t_default"]),
+                C.fmt(med["t_default"] / med["t_default_before"]),
+                C.fmt(mem["t_default_before"]),
+                C.fmt(mem["t_default"]),
+            ]
+        ]
+        for name in OTHER_MAPS:
+            b, a = f"map_{name}_before", f"map_{name}_current"
+            brows.append(
+                [name, C.fmt(med[b]), C.fmt(med[a]), C.fmt(med[a] / med[b]), C.fmt(mem[b]), C.fmt(mem[a])]
+            )
+        before_section = f"""
+## Before / after (same run)
+
+`before` = the library in `{baseline}` (the code before this change), `after` = the measured
+snapshot. `fm.fixed_sum(X, clip=box)`, n_jobs = default, n = {n:,}, d = {DIM}; Histogram 32 bins
+per column, RACE 100 rows × 1000 buckets, QuantizedRFF and SubsampledRFF with m = {m}.
+Exact integer sums identical before and after for every map: **{"yes" if same_maps else "NO"}**.
+
+{C.md_table(["map", "before: median time (s)", "after (s)", "after ÷ before", "before: peak extra RSS (MB)", "after (MB)"], brows)}
+"""
+    mem_method = runs["t_default"][0]["mem_method"]
+    body = f"""## Summary
+
+{verdict}
+
+## Setting
 
 RFF (Gaussian kernel), d = {DIM}, m = {m} features ({m // 2} frequencies), bandwidth {BANDWIDTH},
 feature-map seed {FM_SEED}; X: n = {n:,} rows uniform in [0, 1]^{DIM} from
-`np.random.default_rng({DATA_SEED})`. Default `n_jobs` = min(os.cpu_count(), 4) = {default_jobs} threads;
-chunk = {CHUNK} rows (the library default `DEFAULT_CHUNK_ROWS`).
+`np.random.default_rng({DATA_SEED})`; the box is [0, 1]^{DIM}. Default `n_jobs` = min(usable CPUs, 4)
+= {default_jobs} threads. The numpy float32 baselines run {BASELINE_JOBS} threads over chunks
+({PLAIN_CHUNK} rows plain, {BUFFER_CHUNK} rows buffered: each at its fastest measured size) with
+BLAS single-threaded, and sum in float32 per chunk. {pycle_note}; it evaluates exp(iΩᵀx) in complex128
+with its default batches, single-threaded (numpy), with the same Ω.
 
-The `OPENBLAS_NUM_THREADS=1` rows run the same call in a child whose OpenBLAS is limited to one
-thread (numpy's default OpenBLAS otherwise starts one BLAS thread per core inside each worker thread).
+Each configuration was measured up to {args.repeats} times, each time **in a fresh subprocess**
+(import, generate X, then one measured call), interleaved round-robin; the float64 one-shot kernel
+and pycle once. Times are wall-clock medians. **Memory = peak extra RSS** ({mem_method}): peak
+resident set size during the call minus the RSS just before it, counting every allocation of the
+process. X itself ({n * DIM * 8 / 2**20:.0f} MB) exists before the call and is not counted.
+The last column is the CPU used by *other* processes during the call (0 = quiet; the machine has
+2 cores, so a busy neighbour inflates wall times).
 
-Each configuration was measured {args.repeats} times, each time **in a fresh subprocess** (import,
-generate X, then one measured call); runs were interleaved round-robin across configurations.
-Times are wall-clock (`time.perf_counter`) medians. **Memory = peak extra RSS**: peak resident set
-size during the call minus the RSS just before it ({mem_method}); it counts every allocation of the
-process (numpy buffers, Python objects, thread stacks), not only numpy. X itself ({n * DIM * 8 / 2**20:.0f} MB)
-is allocated before the call and not counted; median RSS before the call was {rss_before:.0f} MB.
-
-Accuracy: the opendp_sketch outputs are divided by `fm.gain` (= 1 − 2^-12) and compared with the
-float64 one-shot sum: max over the m coordinates of |difference|, divided by n.
-
-CPU time = user + system time of the measuring process (all its threads). The last column is the
-CPU used by *other* processes during the measured call (0 = quiet machine, 1 = one core busy
-elsewhere). Before each run the script waited up to {args.wait_quiet:g} s for the machine to go quiet, and
-a run during which other processes used more than {C.BUSY_CORES} cores was repeated (up to
-{args.max_attempts} attempts in all, the least disturbed one kept).
-On a 2-core machine a busy neighbour inflates wall times, mostly of the multi-threaded rows.
-
-Targets (informational, not asserted): time ratio vs the one-shot kernel ≤ {TIME_RATIO_TARGET},
-peak extra memory ≤ {MEM_TARGET_MB:.0f} MB.
+Accuracy: max over the m coordinates of |sum − float64 one-shot sum| / n (opendp_sketch sums are
+divided by `fm.gain` = 1 − 2^-12; pycle's mean is multiplied by n).
 
 ## Results
 
 {C.md_table(headers, rows)}
-"""
+
+## Tile size of the dense RFF work
+
+`fm.fixed_sum(X, clip=box)`, n_jobs = default; rows are clipped and rounded per chunk of 4096,
+then the phase / cos / sin / certificate / integer-sum arrays run on tiles of the given number of
+rows (about 24 bytes per phase of work arrays per thread).
+
+{C.md_table(["tile", "median time (s)", "median CPU (s)", "÷ float32 buffered", "median peak extra RSS (MB)"], tile_rows)}
+{before_section}"""
     od = C.out_dir(args)
     png = od / f"{NAME}.png"
-    _plot(png, summary, n, m)
+    _plot(png, [(label, med[key], mem[key]) for key, label, *_ in main_keys], n, m)
     body += f"\nPlot: `{png.name}` (wall time and peak extra memory per configuration).\n"
     C.write_report(
-        od / f"{NAME}.md", f"RFF feature sum vs float64 numpy (n = {n:,}, m = {m})", info, body, args.quick
+        od / f"{NAME}.md",
+        f"RFF feature sum vs numpy kernels and pycle (n = {n:,}, m = {m})",
+        info,
+        body,
+        args.quick,
     )
 
 
-def _plot(path: Path, summary: dict[str, tuple[float, float, float]], n: int, m: int) -> None:
+def _bg(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _plot(path: Path, bars: list[tuple[str, float, float]], n: int, m: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [lab for _, lab, *_ in CONFIGS]
-    keys = [k for k, *_ in CONFIGS]
-    colors = ["#888888" if k.startswith("np_") else "#1f77b4" for k in keys]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.2))
-    y = np.arange(len(keys))[::-1]
-    a1.barh(y, [summary[k][0] for k in keys], color=colors)
-    a1.axvline(
-        TIME_RATIO_TARGET * summary["np_oneshot"][0],
-        color="red",
-        ls="--",
-        lw=1,
-        label=f"target: {TIME_RATIO_TARGET} × one-shot",
-    )
-    a1.set_yticks(y, labels, fontsize=8)
-    a1.set_xlabel("median wall time (s)")
-    a1.legend(fontsize=8)
-    a2.barh(y, [max(summary[k][1], 1e-3) for k in keys], color=colors)
+    y = np.arange(len(bars))[::-1]
+    colors = ["#1f77b4" if "RFF sum" in lab or "fixed_sum" in lab else "#888888" for lab, *_ in bars]
+    a1.barh(y, [t for _, t, _ in bars], color=colors)
+    a1.set_xscale("log")
+    a1.set_yticks(y, [lab for lab, *_ in bars], fontsize=7)
+    a1.set_xlabel("median wall time (s, log scale)")
+    a2.barh(y, [max(mb, 1e-3) for *_, mb in bars], color=colors)
     a2.axvline(MEM_TARGET_MB, color="red", ls="--", lw=1, label=f"target: {MEM_TARGET_MB:.0f} MB")
     a2.set_xscale("log")
-    a2.set_yticks(y, [""] * len(keys))
+    a2.set_yticks(y, [""] * len(bars))
     a2.set_xlabel("median peak extra RSS (MB, log scale)")
     a2.legend(fontsize=8)
     fig.suptitle(f"RFF feature sum, n = {n:,}, d = {DIM}, m = {m}")

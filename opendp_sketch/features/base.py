@@ -34,11 +34,13 @@ _REGISTRY: dict[str, type[FeatureMap]] = {}
 #: Rows per chunk when summing features (at most; see :data:`CHUNK_ENTRIES`): bounds the
 #: working memory independently of n.
 DEFAULT_CHUNK_ROWS = 4096
-#: Working-array entries per chunk (or tile) and thread, so that its arrays stay in cache:
-#: ``chunk_rows · _row_width()`` is capped at this, and RFF runs its ``m'``-wide work on tiles of
-#: ``CHUNK_ENTRIES // m'`` rows (512 for m = 1000: measured fastest, see
-#: ``benchmarks/results/feature_sum.md``).
-CHUNK_ENTRIES = 1 << 18
+#: Working-array entries per chunk and thread: ``chunk_rows · _row_width()`` is capped at this,
+#: so working memory stays bounded whatever ``m`` is.
+CHUNK_ENTRIES = 1 << 22
+#: Entries per tile of dense per-row work that should stay in cache: RFF runs its ``m'``-wide
+#: arrays on tiles of ``TILE_ENTRIES // m'`` rows (524 for m = 1000; tiles of about 512 rows
+#: measured fastest of 256 to 4096, ``benchmarks/results/feature_sum.md``).
+TILE_ENTRIES = 1 << 18
 
 _THREAD_STATE = threading.local()
 
@@ -264,8 +266,8 @@ class FeatureMap(ABC):
         :param clip: optional public box ``(lower, upper)`` applied to each chunk first (NaN
             goes to the lower bound), so the sum is defined for any float input
         :param chunk_rows: rows per chunk at most (chunks are also capped at
-            :data:`CHUNK_ENTRIES` work-array entries, to stay in cache); working memory is
-            ``O(chunk_rows · m)`` per thread, independent of ``n``
+            :data:`CHUNK_ENTRIES` work-array entries); working memory is ``O(chunk_rows · m)`` per
+            thread, independent of ``n``
         :param n_jobs: threads (default: up to 4, one per core); integer accumulation makes the
             result identical for every ``chunk_rows`` and ``n_jobs``
         """
@@ -298,7 +300,8 @@ class FeatureMap(ABC):
 
         def worker() -> Accumulator:
             acc = Accumulator(self.num_features)
-            _THREAD_STATE.scratch = _Scratch()
+            # a fresh pool per call (a nested sum must not reuse the arrays this one is using)
+            outer, _THREAD_STATE.scratch = getattr(_THREAD_STATE, "scratch", None), _Scratch()
             try:
                 with np.errstate(all="ignore"):  # errstate is per thread: set it in the worker
                     while (s := next_start()) is not None:
@@ -311,7 +314,7 @@ class FeatureMap(ABC):
                             np.fmin(chunk, clip[1], out=chunk)
                         acc.add(self._fixed_block_sum(chunk))
             finally:
-                _THREAD_STATE.scratch = None
+                _THREAD_STATE.scratch = outer
             return acc
 
         jobs = n_jobs if n_jobs is not None else min(_usable_cpus(), 4)

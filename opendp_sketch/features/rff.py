@@ -165,7 +165,7 @@ class RFF(FeatureMap):
         # rows are rounded for the whole chunk (few numpy calls); the m'-wide work runs on tiles
         # of rows small enough to stay in cache
         Xq = _rounded_rows(X)
-        tile = max(16, base.CHUNK_ENTRIES // self.num_frequencies)
+        tile = max(16, base.TILE_ENTRIES // self.num_frequencies)
         total = np.zeros(self.num_features, dtype=np.int64)
         for s in range(0, Xq.shape[0], tile):
             total += _pair_sums(self._pairs(Xq[s : s + tile]), self.frac_bits)
