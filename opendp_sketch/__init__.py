@@ -78,6 +78,16 @@ from .release import (
 )
 from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
 from .sketch import Sketch, SketchFormatError, SketchSignatureError
+from .spark import (  # pyspark itself is imported only when a Spark function runs
+    SparkBoxDomain,
+    make_private_spark_sketch,
+    make_spark_feature_sum,
+    make_spark_sum_and_count,
+    release_spark_sketch,
+    spark_box_domain,
+    then_private_spark_sketch,
+    then_spark_feature_sum,
+)
 from .streaming import (
     FrameBoxDomain,
     frame_box_domain,
@@ -157,6 +167,14 @@ __all__ = [
     "make_private_dask_sketch",
     "then_private_dask_sketch",
     "release_dask_sketch",
+    "spark_box_domain",
+    "SparkBoxDomain",
+    "make_spark_sum_and_count",
+    "make_spark_feature_sum",
+    "then_spark_feature_sum",
+    "make_private_spark_sketch",
+    "then_private_spark_sketch",
+    "release_spark_sketch",
     "frame_box_domain",
     "FrameBoxDomain",
     "make_frame_feature_sum",

@@ -1,0 +1,542 @@
+"""Spark adapter: the same sketch release on a Spark DataFrame.
+
+What runs where:
+
+* **executors**, one Python task per partition (``DataFrame.mapInArrow``): read the partition's
+  Arrow batches as float64 rows, impute null/NaN (if asked), clip into the public box, and the
+  exact integer feature sum ``Σ q(x)`` (:meth:`~opendp_sketch.FeatureMap.fixed_sum`) plus the row
+  count — Python ints sent back as decimal text, no noise; no row leaves the executor;
+* **driver**: add the per-partition totals exactly (Python ints), saturate to int64 as the
+  single-process path does; the release layer (:mod:`opendp_sketch.release`) then draws the
+  noise **once** with OpenDP's own mechanisms.
+
+Every row lives in exactly one partition and integer addition is exact and order-free, so the
+combined sum is identical to ``feature_map.fixed_sum`` of the clipped rows in one process,
+whatever the partitioning; the stability (``d_in · Δ_p``) is the one of
+:func:`~opendp_sketch.make_feature_sum`.
+
+The feature map travels to the executors as its :meth:`~opendp_sketch.FeatureMap.to_dict` JSON
+and is rebuilt there by :func:`~opendp_sketch.feature_map_from_dict` (which checks the
+fingerprint of the regenerated random draws); no feature map object is pickled.
+
+PySpark is an optional dependency (``pip install opendp-sketch[spark]``, plus a Java 17+
+runtime): it is imported only when a function here needs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import opendp.prelude as dp
+from opendp.extras._utilities import to_then
+
+from ._fixed import Accumulator
+from ._validate import check_bounds, impute_values, require_symmetric
+from .domains import BoxDescriptor
+from .features.base import FeatureMap, feature_map_from_dict
+from .transformations import I64_MAX, pair_parts, pair_transformation
+
+__all__ = [
+    "spark_box_domain",
+    "SparkBoxDomain",
+    "make_spark_sum_and_count",
+    "make_spark_feature_sum",
+    "then_spark_feature_sum",
+    "make_private_spark_sketch",
+    "then_private_spark_sketch",
+    "release_spark_sketch",
+    "sum_and_count_spark",
+    "check_spark_frame",
+]
+
+#: rows handed to one ``fixed_sum`` call on an executor: Arrow batches (10 000 rows by default)
+#: are gathered up to this size so per-call overhead stays small and memory stays bounded
+BLOCK_ROWS = 1 << 16
+#: what each partition task returns: one row of exact totals
+_RESULT_SCHEMA = "sums string, rows long, nan boolean, inf boolean"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkBoxDomain(BoxDescriptor):
+    """Descriptor of :func:`spark_box_domain`: Spark DataFrames with named numeric columns."""
+
+    nan: bool
+    """whether a one-call release accepts null/NaN (then it needs ``impute``)"""
+    inf: bool
+    """whether a one-call release accepts ``±inf`` (clipped to the bounds)"""
+
+
+def _is_spark_frame(x: Any) -> bool:
+    sql = sys.modules.get("pyspark.sql")  # a Spark DataFrame exists only once pyspark.sql is imported
+    return sql is not None and isinstance(x, sql.DataFrame)
+
+
+def _column_types(frame: Any) -> dict[str, Any]:
+    """Column name → Spark data type, from the schema only (no job runs)."""
+    return {f.name: f.dataType for f in frame.schema.fields}
+
+
+def _numeric(data_type: Any) -> bool:
+    from pyspark.sql.types import BooleanType, NumericType
+
+    return isinstance(data_type, (NumericType, BooleanType))
+
+
+def spark_box_domain(
+    bounds: Any,
+    column_names: Sequence[str],
+    nan: bool = False,
+    inf: bool = True,
+) -> dp.Domain:
+    """Domain of Spark DataFrames holding the numeric columns ``column_names``, with a public box.
+
+    Values may lie outside ``bounds``: the transformations clip them into the box, row by row.
+    Membership is checked on the DataFrame's schema only (numeric and boolean column types;
+    values stay on the cluster). ``nan`` and ``inf`` state which values the curator's data may
+    hold: :func:`release_spark_sketch` finds null/NaN (without ``impute``) and ``±inf`` in its
+    single pass and refuses them on the driver before the noise is drawn. The transformations
+    never raise on values: a null or NaN without ``impute`` reads as the lower bound and
+    ``±inf`` are clipped, within the stated sensitivity.
+
+    :param bounds: public ``(lower, upper)``, scalars or one value per column
+    :param column_names: the columns to read, in the feature map's order; recorded in the sketch
+    :param nan: whether members may contain null/NaN (requires ``impute`` in the transformations)
+    :param inf: whether members may contain ``±inf`` (clipped to the bounds)
+    :return: an OpenDP domain whose ``descriptor`` is :class:`SparkBoxDomain`
+    :raises ValueError: on malformed bounds or names
+    :example:
+
+    >>> import opendp.prelude as dp
+    >>> from opendp_sketch.spark import spark_box_domain
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> dom = spark_box_domain((0.0, [1.0, 5.0]), column_names=["a", "b"])
+    >>> dom.descriptor.column_names, dom.descriptor.upper
+    (('a', 'b'), (1.0, 5.0))
+    """
+    if not isinstance(nan, bool) or not isinstance(inf, bool):
+        raise ValueError(f"nan ({nan!r}) and inf ({inf!r}) must be True or False")
+    if isinstance(column_names, (str, bytes)) or not isinstance(column_names, Sequence):
+        raise ValueError(f"column_names ({column_names!r}) must be a list of column names")
+    names = tuple(str(c) for c in column_names)
+    lo, hi = check_bounds(bounds, len(names))
+    if len(names) != lo.size or len(set(names)) != len(names):
+        raise ValueError(f"column_names ({list(names)}) must be {lo.size} distinct names")
+    desc = SparkBoxDomain(
+        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=lo.size,
+        column_names=names, nan=nan, inf=inf,
+    )
+
+    def _member(x: Any) -> bool:
+        if not _is_spark_frame(x):
+            return False
+        types = _column_types(x)
+        return all(c in types and _numeric(types[c]) for c in names)
+
+    ident = (
+        f"SparkBoxDomain(num_columns={lo.size}, lower={list(desc.lower)}, upper={list(desc.upper)}, "
+        f"column_names={list(names)}, nan={nan}, inf={inf})"
+    )
+    return dp.user_domain(ident, _member, desc)
+
+
+def _spark_descriptor(domain: dp.Domain) -> SparkBoxDomain:
+    desc = getattr(domain, "descriptor", None)
+    if not isinstance(desc, SparkBoxDomain):
+        raise ValueError(f"input_domain ({domain}) must be a spark_box_domain (see opendp_sketch.spark)")
+    return desc
+
+
+# -- per-partition work (runs on the executors) -----------------------------------------------
+
+_EXECUTOR_MAPS: dict[str, FeatureMap] = {}
+
+
+def _executor_map(spec: str) -> FeatureMap:
+    """The feature map of a JSON spec, rebuilt once per Python worker (workers are reused)."""
+    fm = _EXECUTOR_MAPS.get(spec)
+    if fm is None:
+        if len(_EXECUTOR_MAPS) >= 8:  # a long-lived worker serving many maps keeps only a few
+            _EXECUTOR_MAPS.clear()
+        fm = _EXECUTOR_MAPS[spec] = feature_map_from_dict(json.loads(spec))
+    return fm
+
+
+def _row_blocks(batches: Iterator[Any], d: int) -> Iterator[np.ndarray]:
+    """The rows of Arrow batches (``d`` float64 columns) as float64 ``(rows, d)`` blocks of about
+    :data:`BLOCK_ROWS` rows (small batches are gathered; memory stays bounded); a null becomes NaN."""
+    pending: list[Any] = []
+    size = 0
+    for batch in batches:
+        if batch.num_rows:
+            pending.append(batch)
+            size += batch.num_rows
+        if size >= BLOCK_ROWS:
+            yield _stack(pending, size, d)
+            pending, size = [], 0
+    if size:
+        yield _stack(pending, size, d)
+
+
+def _stack(batches: list[Any], size: int, d: int) -> np.ndarray:
+    block = np.empty((size, d), dtype=np.float64)
+    start = 0
+    for b in batches:
+        for j in range(d):
+            # float64 Arrow arrays turn nulls into NaN here
+            block[start : start + b.num_rows, j] = b.column(j).to_numpy(zero_copy_only=False)
+        start += b.num_rows
+    return block
+
+
+def _partition_stats(
+    batches: Iterator[Any], spec: str, lo: tuple[float, ...], hi: tuple[float, ...],
+    fill: tuple[float, ...] | None, n_jobs: int | None,
+) -> Iterator[Any]:
+    """One Arrow row ``(Σ q(x) as decimal text, rows, has null/NaN, has ±inf)`` per partition.
+
+    Imputes, then clips into the box inside ``fixed_sum`` (``fmin(fmax(x, lo), hi)``, the rule of
+    :func:`~opendp_sketch.make_box_clip`: a NaN left without imputation goes to the lower bound).
+    The flags are for the driver's refusal in :func:`release_spark_sketch`; they never stop the
+    sum. Yields exactly one row, also for an empty partition.
+    """
+    import pyarrow as pa
+
+    fm = _executor_map(spec)
+    box = (np.asarray(lo), np.asarray(hi))
+    acc = Accumulator(fm.num_features)
+    rows, has_nan, has_inf = 0, False, False
+    for x in _row_blocks(batches, len(lo)):
+        isnan = np.isnan(x)
+        if isnan.any():
+            has_nan = True
+            if fill is not None:
+                np.copyto(x, np.broadcast_to(np.asarray(fill), x.shape), where=isnan)
+        has_inf = has_inf or bool(np.isinf(x).any())
+        acc.add_exact(fm.fixed_sum(x, clip=box, n_jobs=n_jobs))
+        rows += x.shape[0]
+    yield pa.RecordBatch.from_pydict(
+        {"sums": [",".join(map(str, acc.total()))], "rows": [rows], "nan": [has_nan], "inf": [has_inf]}
+    )
+
+
+def _sum_and_count(
+    data: Any,
+    desc: SparkBoxDomain,
+    spec: str,
+    num_features: int,
+    fill: np.ndarray | None,
+    n_jobs: int | None,
+    found: dict[str, bool] | None = None,
+) -> tuple[np.ndarray, int]:
+    """Run one Spark job (a task per partition) and combine the totals exactly on the driver.
+
+    Never raises on values. ``found``, when given, receives whether null/NaN and ±inf occurred
+    (for the curator's refusal in :func:`release_spark_sketch`; never part of a release).
+    """
+    from pyspark.sql import functions as F
+
+    assert desc.column_names is not None  # spark_box_domain always names its columns
+    # backquoted: a dot in a name is part of the name, not a struct field access; renamed to
+    # plain positional names for mapInArrow; the cast of a numeric or boolean column to double
+    # cannot fail, whatever the values (ANSI mode included)
+    cols = [
+        F.col("`" + c.replace("`", "``") + "`").cast("double").alias(f"c{j}")
+        for j, c in enumerate(desc.column_names)
+    ]
+    task = functools.partial(
+        _partition_stats, spec=spec, lo=desc.lower, hi=desc.upper,
+        fill=None if fill is None else tuple(fill.tolist()), n_jobs=n_jobs,
+    )
+    results = data.select(*cols).mapInArrow(task, _RESULT_SCHEMA).collect()
+    if found is not None:
+        found["nan"] = any(r["nan"] for r in results)
+        found["inf"] = any(r["inf"] for r in results)
+    acc = Accumulator(num_features)
+    for r in results:
+        acc.add_exact([int(v) for v in r["sums"].split(",")])
+    # same saturation as make_feature_sum(fixed_point=True) and make_row_count
+    return acc.clipped(I64_MAX), min(sum(int(r["rows"]) for r in results), I64_MAX)
+
+
+# -- transformations --------------------------------------------------------------------------
+
+def _check_impute(impute: Any, desc: SparkBoxDomain, input_domain: dp.Domain) -> np.ndarray | None:
+    if impute is None:
+        if desc.nan:
+            raise ValueError(
+                f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
+            )
+        return None
+    return impute_values(impute, desc.num_columns)
+
+
+def _portable(feature_map: FeatureMap) -> str:
+    """The map's JSON spec for the executors, checked here: it must rebuild the same map."""
+    spec = json.dumps(feature_map.to_dict())
+    if feature_map_from_dict(json.loads(spec)) != feature_map:
+        raise ValueError(f"feature_map ({feature_map!r}) does not survive its to_dict() round trip")
+    return spec
+
+
+def sum_and_count_spark(
+    data: Any,
+    input_domain: dp.Domain,
+    feature_map: FeatureMap,
+    impute: Any = None,
+    n_jobs: int | None = 1,
+    found: dict[str, bool] | None = None,
+) -> tuple[np.ndarray, int]:
+    """The exact ``(Σ q(x_i), n)`` of a Spark DataFrame (what :func:`make_spark_sum_and_count`
+    computes), optionally reporting in ``found`` whether null/NaN and ±inf occurred — for the
+    curator's refusal before noising, never part of a release. Never raises on values."""
+    desc = _spark_descriptor(input_domain)
+    fill = _check_impute(impute, desc, input_domain)
+    return _sum_and_count(data, desc, _portable(feature_map), feature_map.num_features, fill, n_jobs, found)
+
+
+def make_spark_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Transformation:
+    """The pair ``(Σ q(x_i), n)`` of a Spark DataFrame, computed in **one** Spark job.
+
+    The output is an ``(int64 vector, int)`` pair under the metric ``SymmetricDistanceOfSource()``:
+    the distance of two pairs is the symmetric distance of the datasets they were computed from,
+    so this transformation is 1-stable by definition, and each half is read off by a
+    transformation with the stability of its single-process counterpart
+    (:func:`~opendp_sketch.make_feature_sum`: ``d_in·Δ_p``; the row count: ``d_in``).
+    :func:`make_private_spark_sketch` composes the two noisy halves *after* this transformation,
+    so the data is read once.
+
+    :param input_domain: a :func:`spark_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param feature_map: the public feature map (``input_dim`` columns)
+    :param impute: public value(s) replacing null/NaN; without it they read as the lower bound
+    :param n_jobs: threads inside each partition task (Spark already runs partitions in parallel)
+    :return: a Transformation
+    :example:
+
+    >>> import opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.spark import spark_box_domain, make_spark_sum_and_count
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
+    >>> t = make_spark_sum_and_count(spark_box_domain((0.0, 1.0), ["x"]), dp.symmetric_distance(), fm)
+    >>> t.map(3)
+    3
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    desc = _spark_descriptor(input_domain)
+    require_symmetric(input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if feature_map.input_dim != desc.num_columns:
+        raise ValueError(
+            f"feature_map expects {feature_map.input_dim} columns but input_domain has {desc.num_columns}"
+        )
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
+        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    fill = _check_impute(impute, desc, input_domain)
+    spec, m = _portable(feature_map), feature_map.num_features
+    return pair_transformation(
+        input_domain, input_metric, feature_map, lambda x: _sum_and_count(x, desc, spec, m, fill, n_jobs)
+    )
+
+
+def make_spark_feature_sum(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    p: Literal[1, 2] = 1,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Transformation:
+    """``Σ_i q(x_i)`` of a Spark DataFrame: the output of ``make_feature_sum(fixed_point=True)``.
+
+    An ``int64`` vector (units of ``2^-k``) under ``l1_distance(T=i64)`` (``p=1``) or
+    ``l2_distance(T=f64)`` (``p=2``) with stability ``d_in·Δ_p`` in integer units, identical to
+    the single-process sum of the clipped rows for any partitioning.
+
+    :param input_domain: a :func:`spark_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param feature_map: the public feature map
+    :param p: 1 or 2, the norm of the output metric
+    :param impute: public value(s) replacing null/NaN
+    :param n_jobs: threads inside each partition task
+    :return: a Transformation
+    :example:
+
+    >>> import opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.spark import spark_box_domain, make_spark_feature_sum
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> t = make_spark_feature_sum(spark_box_domain((0.0, 1.0), ["x"]), dp.symmetric_distance(), fm)
+    >>> t.map(1), t.output_metric
+    (1, L1Distance(i64))
+    """
+    if p not in (1, 2):
+        raise ValueError(f"p ({p!r}) must be 1 or 2")
+    pair = make_spark_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+    return pair >> pair_parts(pair, feature_map, p)[0]
+
+
+then_spark_feature_sum = to_then(make_spark_feature_sum)
+
+
+# -- curator-side checks of a one-call release ----------------------------------------------
+
+def check_spark_frame(data: Any, d: int, column_names: Sequence[str] | None) -> list[str]:
+    """Structural checks of a Spark DataFrame from its schema (no job runs); returns the column
+    names to read. Errors name columns and types, never data values."""
+    if not _is_spark_frame(data):
+        raise ValueError(f"data must be a pyspark.sql.DataFrame, got {type(data).__name__}")
+    types = _column_types(data)
+    cols = [str(c) for c in data.columns] if column_names is None else [str(c) for c in column_names]
+    missing = [c for c in cols if c not in types]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the data (columns: {list(data.columns)})")
+    repeated = sorted({c for c in cols if list(data.columns).count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
+    bad = [f"{c} ({types[c].simpleString()})" for c in cols if not _numeric(types[c])]
+    if bad:
+        raise ValueError(f"columns {bad} must be numeric")
+    if len(cols) != d:
+        raise ValueError(f"data has {len(cols)} columns but the feature map expects {d}")
+    return cols
+
+
+# -- the release layer's Spark entry points (noise: opendp_sketch.release only) ---------------
+
+def make_private_spark_sketch(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    scale: float,
+    count_fraction: float | None = None,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Measurement:
+    r""":func:`~opendp_sketch.make_private_sketch` for a Spark DataFrame: one Spark job for the
+    exact ``(sum, count)`` pair (:func:`make_spark_sum_and_count`), then the release layer's noise
+    (:func:`~opendp_sketch.release.make_noisy_sketch`): the same budget split and privacy map at
+    the same ``scale``.
+
+    :param input_domain: a :func:`spark_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
+    :param feature_map: the public feature map
+    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)``
+    :param count_fraction: share of the loss spent on the count, in ``(0, 1)`` (default: the
+        release layer's, 2%)
+    :param impute: public value(s) replacing null/NaN (without: the lower bound)
+    :param n_jobs: threads inside each partition task
+    :return: a Measurement whose release is a :class:`~opendp_sketch.Sketch`
+    :example:
+
+    >>> import opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> m = dps.make_private_spark_sketch(dps.spark_box_domain((0.0, 1.0), ["x"]),
+    ...     dp.symmetric_distance(), dp.max_divergence(), feature_map=fm, scale=2.0)
+    >>> m.map(1)  # Δ₁ = 1, scale 2, 2% for the count: 0.5 / 0.98
+    0.510204...
+    """
+    from .release import DEFAULT_COUNT_FRACTION, make_noisy_sketch, mechanism_of
+
+    dp.assert_features("contrib", "honest-but-curious")
+    mechanism_of(output_measure)
+    # the pair does not depend on the scale: cached so scale searches build it once
+    key = ("spark", str(input_domain), str(input_metric), repr(impute), n_jobs)
+    cache = feature_map.__dict__.setdefault("_source_cache", {})
+    if key not in cache:
+        cache[key] = make_spark_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+    pair = cache[key]
+    fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
+    return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, fraction)
+
+
+then_private_spark_sketch = to_then(make_private_spark_sketch)
+
+
+def release_spark_sketch(
+    data: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    column_names: Sequence[str] | None = None,
+    contributions: int = 1,
+    count_fraction: float | None = None,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> Any:
+    r""":func:`~opendp_sketch.release_sketch` for a Spark DataFrame, in one Spark job.
+
+    Same budgets (``epsilon``; ``epsilon`` + ``delta``; ``rho``), same noise, same scale search
+    (:mod:`opendp_sketch.release`), and the sketch equals in distribution the one
+    ``release_sketch`` gives on the same rows. Everything is checked on the driver from the
+    schema before any job runs: the type, the columns (present, numeric or boolean, as many as
+    the map expects), the bounds, ``impute`` and the budget. The single job computes the exact
+    ``(sum, count)`` pair and whether the data holds null/NaN (without ``impute``) or ``±inf``;
+    such data, and an empty DataFrame, are refused on the driver **before** the noise is drawn.
+    A refused call releases nothing, and no error shows a data value.
+
+    :param data: a ``pyspark.sql.DataFrame``
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+    :param epsilon: ε
+    :param delta: δ (switches to Gaussian noise)
+    :param rho: ρ for zCDP (Gaussian noise)
+    :param column_names: the columns to use, in the map's order (default: all columns)
+    :param contributions: rows one individual may contribute (the privacy unit)
+    :param count_fraction: share of the budget for the count (default: 2%)
+    :param impute: public value(s) replacing null/NaN; without it null/NaN/inf are refused
+    :param n_jobs: threads inside each partition task
+    :return: the released :class:`~opendp_sketch.Sketch`
+    :raises ValueError: on bad parameters or data (nothing is released)
+    """
+    from .domains import box_data_bounds
+    from .release import (
+        DEFAULT_COUNT_FRACTION,
+        Budget,
+        check_release_arguments,
+        make_noisy_sketch,
+        release_once,
+        search_measurement,
+    )
+
+    fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
+    fraction = check_release_arguments(feature_map, contributions, fraction)
+    budget = Budget.of(epsilon, delta, rho)
+    names = check_spark_frame(data, feature_map.input_dim, column_names)
+    lo, hi = box_data_bounds(bounds, feature_map)
+    domain = spark_box_domain((lo, hi), column_names=names, nan=impute is not None, inf=False)
+    pair = make_spark_sum_and_count(domain, dp.symmetric_distance(), feature_map, impute=impute, n_jobs=n_jobs)
+
+    def build(scale: float) -> dp.Measurement:
+        return make_noisy_sketch(pair, budget.measure, feature_map, scale, fraction)
+
+    # every parameter is checked (by the search) before the one job over the data
+    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    found: dict[str, bool] = {}
+    value = sum_and_count_spark(data, domain, feature_map, impute, n_jobs, found)
+    if found["nan"] and impute is None:
+        raise ValueError("data contains null or NaN values; clean them or pass impute=<public value>")
+    if found["inf"]:
+        raise ValueError("data contains infinite values; clean them (impute replaces null/NaN only)")
+    if value[1] == 0:
+        raise ValueError("data is empty (0 rows)")
+    # the pair is 1-stable in the rows: noising the computed pair is the chained measurement
+    return release_once(meas, value, budget, contributions)
