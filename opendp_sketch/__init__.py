@@ -68,6 +68,7 @@ from .postprocessors import FailedEstimate, make_m2m, then_m2m
 from .projections import JLProjection, make_jl_projection, then_jl_projection
 from .release import (
     Budget,
+    auto_feature_map,
     make_private_dask_sketch,
     make_private_sketch,
     release_dask_sketch,
@@ -76,6 +77,7 @@ from .release import (
     then_private_dask_sketch,
     then_private_sketch,
 )
+from .schema import Boolean, Categorical, Numeric, Schema
 from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
 from .sketch import Sketch, SketchFormatError, SketchSignatureError
 from .spark import (  # pyspark itself is imported only when a Spark function runs
@@ -131,6 +133,11 @@ __all__ = [
     "then_private_sketch",
     "release_sketch",
     "Sketch",
+    "Schema",
+    "Numeric",
+    "Categorical",
+    "Boolean",
+    "auto_feature_map",
     "SketchFormatError",
     "SketchSignatureError",
     "Session",

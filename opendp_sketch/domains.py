@@ -22,6 +22,7 @@ __all__ = [
     "NPArray2BoxDomain",
     "FrameBoxDomain",
     "DaskBoxDomain",
+    "TableDomain",
     "box_domain",
     "box_descriptor",
     "descriptor_of",
@@ -76,6 +77,15 @@ class DaskBoxDomain(BoxDescriptor):
     """whether a one-call release accepts NaN (then it needs ``impute``)"""
     inf: bool
     """whether a one-call release accepts ``±inf`` (clipped to the bounds)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableDomain(BoxDescriptor):
+    """Descriptor of :func:`~opendp_sketch.tables.table_domain`: tables under a public schema;
+    the box is the schema's encoded box (``[0, 1]`` numeric, ``[0, K−1]`` coded)."""
+
+    schema: Any
+    """the :class:`~opendp_sketch.Schema`"""
 
 
 def descriptor_of(domain: dp.Domain) -> BoxDescriptor:

@@ -30,9 +30,10 @@ import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
 from ._validate import check_bounds, check_chunking, check_column_names, check_fraction, check_number
-from .domains import FrameBoxDomain, box_data_bounds, descriptor_of
+from .domains import FrameBoxDomain, TableDomain, box_data_bounds, descriptor_of
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .features.byclass import ByClass
+from .schema import Schema
 from .sketch import Sketch, discrete_laplace_variance
 from .streaming import bad_value_counts, frame_box_domain, make_frame_sum_and_count, report_progress, scan
 from .transformations import make_box_clip, make_sum_and_count, pair_parts
@@ -50,6 +51,8 @@ __all__ = [
     "release_dask_sketch",
     "release_smooth_sketches",
     "memory_source",
+    "auto_feature_map",
+    "as_schema",
 ]
 
 #: share of the privacy budget spent on the count (the rest goes to the feature sum)
@@ -256,6 +259,7 @@ def make_noisy_sketch(
     record = {"measure": "MaxDivergence" if mechanism == "laplace" else "ZeroConcentratedDivergence", "d_in": 1, "loss": loss}
     bounds = (list(desc.lower), list(desc.upper))
     names = None if desc.column_names is None else list(desc.column_names)
+    schema = desc.schema.to_dict() if isinstance(desc, TableDomain) else None
 
     def pack(released: list[Any]) -> Sketch:
         return Sketch(
@@ -266,6 +270,7 @@ def make_noisy_sketch(
             privacy=dict(record),
             bounds=bounds,
             column_names=names,
+            schema=schema,
         )
 
     return composed >> dp.new_function(pack, TO="ExtrinsicObject")
@@ -337,7 +342,11 @@ def _pair_source(
     key = (str(input_domain), str(input_metric), chunk_rows, n_jobs)
     cache = feature_map.__dict__.setdefault("_source_cache", {})
     if key not in cache:
-        if isinstance(getattr(input_domain, "descriptor", None), FrameBoxDomain):
+        if isinstance(getattr(input_domain, "descriptor", None), TableDomain):
+            from .tables import make_table_sum_and_count
+
+            pair = make_table_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
+        elif isinstance(getattr(input_domain, "descriptor", None), FrameBoxDomain):
             pair = make_frame_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
         else:
             pair = make_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
@@ -520,9 +529,10 @@ def memory_source(
 
 def release_sketch(
     data: Any,
-    feature_map: FeatureMap,
-    bounds: Any,
+    feature_map: FeatureMap | None = None,
+    bounds: Any = None,
     *,
+    schema: Any = None,
     epsilon: float | None = None,
     delta: float | None = None,
     rho: float | None = None,
@@ -542,14 +552,26 @@ def release_sketch(
       OpenDP's ``make_zCDP_to_approxDP``);
     * ``rho``: ρ-zCDP with discrete Gaussian noise.
 
+    **With a public** ``schema`` (a :class:`~opendp_sketch.Schema`, its dict, or a JSON path),
+    any table works — numpy, Polars, pandas, PyArrow, Parquet/CSV/IPC files, with numeric,
+    integer, categorical and boolean columns and nulls — streamed in batches. Columns are
+    encoded unit-free by the schema (numeric to ``[0, 1]`` by its public range, categories to
+    codes), ``bounds`` come from the schema, and without a ``feature_map`` the map is chosen
+    from the schema alone (:func:`auto_feature_map`). The sketch records the schema, so every
+    estimator answers in the table's units and labels.
+
     The noise scale is the smallest one OpenDP certifies for that budget (binary search over
     the measurement's privacy map). Data is validated *before* anything is released: a refused
     call releases nothing and spends nothing, and its error never shows a data value.
 
     :param data: numpy array ``(n, d)``, Polars DataFrame, or — streamed in batches with memory
-        independent of ``n`` — a Polars LazyFrame or the path of a Parquet/CSV/IPC file
-    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
-    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+        independent of ``n`` — a Polars LazyFrame or the path of a Parquet/CSV/IPC file; with a
+        ``schema`` also pandas DataFrames and PyArrow tables and datasets
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column);
+        with a ``schema`` optional (chosen from it)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped (not with a
+        ``schema``, which holds them)
+    :param schema: the public table schema (see above)
     :param epsilon: ε
     :param delta: δ (switches to Gaussian noise)
     :param rho: ρ for zCDP (Gaussian noise)
@@ -575,12 +597,24 @@ def release_sketch(
     >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
     (True, (8,))
     """
-    count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
-    budget = Budget.of(epsilon, delta, rho)
-    column_names = check_column_names(column_names)
     if progress is not None and not callable(progress):
         raise ValueError(f"progress ({progress!r}) must be a callable progress(rows_done, rows_total) or None")
     check_chunking(chunk_rows, n_jobs)  # here too: inside the scale search an error would be swallowed
+    if schema is not None:
+        if bounds is not None or impute is not None or column_names is not None or projection is not None:
+            raise ValueError(
+                "with a schema, bounds, null rules and columns come from the schema: "
+                "drop bounds=, impute=, column_names= and projection="
+            )
+        return _release_table(
+            data, as_schema(schema), feature_map, Budget.of(epsilon, delta, rho), contributions, count_fraction,
+            chunk_rows, n_jobs, progress,
+        )
+    if feature_map is None or bounds is None:
+        raise ValueError("give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds")
+    count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
+    budget = Budget.of(epsilon, delta, rho)
+    column_names = check_column_names(column_names)
 
     if isinstance(data, (str, os.PathLike)):
         data = scan(data)
@@ -600,6 +634,86 @@ def release_sketch(
 
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
     return release_once(meas, X, budget, contributions)
+
+
+def as_schema(schema: Any) -> Schema:
+    """A :class:`~opendp_sketch.Schema` from itself, its dict, or a JSON file path / text."""
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, dict):
+        return Schema.from_dict(schema) if "columns" in schema else Schema(schema)
+    if isinstance(schema, (str, os.PathLike)):
+        return Schema.from_json(schema)
+    raise ValueError(f"schema ({schema!r}) must be a dps.Schema, a dict or a JSON file path")
+
+
+def auto_feature_map(schema: Schema) -> FeatureMap:
+    """The map :func:`release_sketch` uses with a schema and no ``feature_map``: public
+    information only (the schema's columns and kinds), and unit-free, since it acts on encoded
+    coordinates.
+
+    The rule: :meth:`~opendp_sketch.Marginals.auto` on the encoded box — every column's 1-way
+    marginal (32 equal bins of a numeric column's public range, one cell per category) and as
+    many 2-way marginals (8×8 bins, categories kept) as fit in 2^16 cells. Means, shares, CDFs,
+    group statistics and 2-way counts are then averages over cells the sketch measures.
+
+    >>> import opendp_sketch as dps
+    >>> fm = auto_feature_map(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))
+    >>> [(b.subset, b.shape) for b in fm.blocks]
+    [((0,), (32,)), ((1,), (2,)), ((0, 1), (8, 2))]
+    """
+    from .features.marginals import Marginals
+
+    return Marginals.auto(schema.bounds, categorical=schema.categorical)
+
+
+def _release_table(
+    data: Any,
+    schema: Schema,
+    feature_map: FeatureMap | None,
+    budget: Budget,
+    contributions: int,
+    count_fraction: float,
+    chunk_rows: int,
+    n_jobs: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> Sketch:
+    """A table under a public schema: checked by the schema (one pass), then released once."""
+    import polars as pl
+
+    from .tables import as_frame, table_domain
+
+    fm = auto_feature_map(schema) if feature_map is None else feature_map
+    count_fraction = check_release_arguments(fm, contributions, count_fraction)
+    if fm.input_dim != len(schema):
+        raise ValueError(f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}")
+    frame = as_frame(data, schema.columns)
+    try:
+        schema.check(frame)  # the curator's side: dtypes, then nulls/inf/labels the rules do not cover
+        rows = int(frame.select(pl.len()).collect().item())
+    except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    domain = table_domain(schema)
+
+    def build(scale: float) -> dp.Measurement:
+        return make_private_sketch(
+            domain, dp.symmetric_distance(), budget.measure, fm, scale, count_fraction, chunk_rows, n_jobs
+        )
+
+    meas = search_measurement(build, budget, contributions, fm.sensitivity(budget.p))
+    if progress is None:
+        return release_once(meas, frame, budget, contributions)
+    done = 0
+
+    def advance(batch: int) -> None:
+        nonlocal done
+        done += batch
+        progress(done, rows)
+
+    with report_progress(advance):
+        return release_once(meas, frame, budget, contributions)
 
 
 def _release_frame(

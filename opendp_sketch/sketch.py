@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .features.base import FeatureMap, feature_map_from_dict
+from .schema import Schema
 from .signing import SignatureError, check_key, sign, signature_matches
 
 __all__ = [
@@ -149,6 +150,8 @@ class Sketch:
     privacy: dict[str, Any] = field(default_factory=dict)
     bounds: tuple[list[float], list[float]] | None = None
     column_names: list[str] | None = None
+    schema: dict[str, Any] | None = None
+    """the public table schema (``Schema.to_dict()``) the columns were encoded by, if any"""
 
     def __post_init__(self) -> None:
         if not isinstance(self.feature_map, FeatureMap):
@@ -187,6 +190,11 @@ class Sketch:
             self.column_names = list(names)
         if not isinstance(self.noise, dict) or not isinstance(self.privacy, dict):
             raise ValueError("noise and privacy must be dicts")
+        if self.schema is not None:
+            checked = Schema.from_dict(self.schema)  # a malformed schema is refused here
+            if len(checked) != d:
+                raise ValueError(f"the schema has {len(checked)} columns but the feature map expects {d}")
+            self.schema = checked.to_dict()
 
     # -- estimates that every analysis starts from -------------------------------------------
     @property
@@ -213,12 +221,6 @@ class Sketch:
     def count_variance(self) -> float:
         """Variance of the count noise ``ζ``."""
         return float(self.noise.get("count_variance", 0.0))
-
-    def m2m(self, **options: Any) -> Any:
-        """An :class:`~opendp_sketch.M2M` estimator on this sketch (``options`` as for ``M2M``)."""
-        from .estimators.m2m import M2M
-
-        return M2M(self, **options)
 
     def __repr__(self) -> str:
         fm = type(self.feature_map).__name__
@@ -265,8 +267,8 @@ class Sketch:
             raise ValueError(f"disjoint ({disjoint!r}) must be True or False")
         if self.feature_map != other.feature_map:
             raise ValueError("sketches use different feature maps (fingerprints differ)")
-        if self.bounds != other.bounds or self.column_names != other.column_names:
-            raise ValueError("sketches were released with different bounds or column names")
+        if self.bounds != other.bounds or self.column_names != other.column_names or self.schema != other.schema:
+            raise ValueError("sketches were released with different bounds, column names or schemas")
         if disjoint:
             _check_disjoint(self, other)
         total = [int(a) + int(b) for a, b in zip(self.sum_units, other.sum_units)]
@@ -286,6 +288,7 @@ class Sketch:
             privacy=_composed_privacy(self.privacy, other.privacy, PARALLEL if disjoint else SEQUENTIAL),
             bounds=self.bounds,
             column_names=self.column_names,
+            schema=self.schema,
         )
 
     # -- files -------------------------------------------------------------------------------
@@ -300,6 +303,7 @@ class Sketch:
             "privacy": self.privacy,
             "bounds": None if self.bounds is None else [self.bounds[0], self.bounds[1]],
             "column_names": self.column_names,
+            "schema": self.schema,
         }
 
     def save(self, path: str | os.PathLike[str], *, key: bytes | str | None = None) -> None:
@@ -392,6 +396,7 @@ class Sketch:
                 privacy=dict(meta.get("privacy") or {}),
                 bounds=bounds,
                 column_names=meta.get("column_names"),
+                schema=meta.get("schema"),
             )
         except (KeyError, TypeError, ValueError, OverflowError, MemoryError, RecursionError) as e:
             raise SketchFormatError(f"{path}: invalid sketch contents: {e}") from None

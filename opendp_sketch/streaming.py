@@ -130,15 +130,23 @@ def iter_batches(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str], batch
     """float64 ``(rows, len(names))`` blocks of at most ``batch_rows`` rows (nulls become NaN)."""
     lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
     query = lf.select([pl.col(c).cast(pl.Float64) for c in names])
-    callback = _PROGRESS.get()
     for batch in query.collect_batches(chunk_size=batch_rows, maintain_order=False):
         if batch.height:
             yield batch.to_numpy()
-            if callback is not None:
-                try:
-                    callback(batch.height)
-                except Exception:  # noqa: BLE001 - a display problem must not stop the release
-                    callback = None
+            report_batch(batch.height)
+
+
+def report_batch(rows: int) -> None:
+    """Tell the curator's progress callback (if any) that ``rows`` more rows were summed. A
+    callback that raises is dropped for the rest of the pass: a display problem must not stop
+    (and so make data-dependent) a release."""
+    callback = _PROGRESS.get()
+    if callback is None:
+        return
+    try:
+        callback(rows)
+    except Exception:  # noqa: BLE001 - any display error
+        _PROGRESS.set(None)
 
 
 def _check_common(input_domain: dp.Domain, input_metric: dp.Metric) -> FrameBoxDomain:

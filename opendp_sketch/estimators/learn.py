@@ -16,6 +16,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.special
 
+from ..features.byclass import ByClass
 from ..sketch import Sketch
 from .m2m import M2M, _default_names
 
@@ -135,6 +136,9 @@ class LogisticRegression(_SketchRegressor):
     def fit(self, source: Sketch | M2M) -> LogisticRegression:
         """Fit from a sketch (an :class:`M2M` is built with ``m2m_options``) or a ready M2M."""
         est = self._m2m(source, discrete_target=True)
+        fm = est.feature_map
+        if isinstance(fm, ByClass) and fm.num_classes != 2:
+            raise ValueError(f"the target column has {fm.num_classes} classes; LogisticRegression is binary")
         Z, t, w, j = self._design(est)
         values = np.unique(t)
         if values.size == 2:

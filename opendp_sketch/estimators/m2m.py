@@ -35,8 +35,10 @@ import polars as pl
 import scipy.linalg
 import scipy.sparse
 
+from ..domains import box_data_bounds
 from ..features.base import FeatureMap, OneHotFeatureMap
 from ..features.byclass import ByClass
+from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
 from .synthetic import SyntheticDecoder
 
@@ -275,6 +277,22 @@ class M2M:
             self.weights = self._compute_weights()
         self._frame: pl.DataFrame | None = None
         self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # a sketch of a table under a public schema: answers in its units and labels
+        self.schema = Schema.from_dict(sketch.schema) if sketch.schema is not None else None
+        self._user, self._lo_user, self._hi_user = self._user_view()
+
+    def _user_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The samples and box in the table's units: numeric columns mapped back from ``[0, 1]`` by
+        their public ranges (unrounded, so averages are unbiased), coded columns as codes."""
+        if self.schema is None:
+            return self.samples, self.lower, self.upper
+        X, lo, hi = self.samples.copy(), self.lower.copy(), self.upper.copy()
+        for j, name in enumerate(self.schema.columns):
+            col = self.schema[name]
+            if isinstance(col, Numeric):
+                X[:, j] = col.lower + np.clip(X[:, j], 0.0, 1.0) * col.width
+                lo[j], hi[j] = col.lower, col.upper
+        return X, lo, hi
 
     # -- construction ---------------------------------------------------------------------------
     def _resolve_discrete(self, discrete: Mapping[str | int, Sequence[float]] | None) -> dict[int, np.ndarray]:
@@ -377,7 +395,7 @@ class M2M:
             except pl.exceptions.PolarsError:
                 raise ValueError("a Polars query must produce numeric or boolean values") from None
         elif callable(f):
-            F = np.asarray(f(self.samples.copy()))
+            F = np.asarray(f(self._user.copy()))
             if F.dtype == bool:
                 F = F.astype(np.float64)
             if not np.issubdtype(F.dtype, np.number):
@@ -437,17 +455,63 @@ class M2M:
         """Raw moment ``E[x_j^k]`` of every column (array of ``d``)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValueError(f"k ({k!r}) must be a non-negative integer")
-        return self._answer(self.samples**k, 1.0, (self.lower.size,), return_std)
+        return self._answer(self._user**k, 1.0, (self.lower.size,), return_std)
 
     def mean(self, *, return_std: bool = False) -> Any:
-        """Mean of every column (array of ``d``, in the data's units)."""
-        return self.moment(1, return_std=return_std)
+        """Mean of every column (array of ``d``, in the data's units).
+
+        With a schema: numeric columns in their units, boolean columns the share of ``True``,
+        categorical columns ``NaN`` (see :meth:`shares`).
+        """
+        out = self.moment(1, return_std=return_std)
+        if self.schema is not None:
+            nominal = [j for j, c in enumerate(self.schema.columns) if isinstance(self.schema[c], Categorical)]
+            for arr in out if isinstance(out, tuple) else (out,):
+                arr[nominal] = np.nan
+        return out
 
     def covariance(self) -> np.ndarray:
-        """Covariance matrix ``E[(x - μ)(x - μ)ᵀ]`` with the M2M mean ``μ`` (``d × d``)."""
-        mu = self.mean()
-        C = self.samples - mu
+        """Covariance matrix ``E[(x - μ)(x - μ)ᵀ]`` with the M2M mean ``μ`` (``d × d``; with a
+        schema in the columns' units, coded columns as codes)."""
+        mu = self.moment(1)
+        C = self._user - mu
         return (C * self.weights[:, None]).T @ C
+
+    def shares(self, column: str | int) -> pl.DataFrame:
+        """Estimated share of each public label of a categorical or boolean column (schema
+        sketches), as a frame ``(column, share)``; shares are non-negative and sum to 1 for the
+        synthetic decoder.
+
+        :raises ValueError: for a sketch without a schema or a numeric column
+        """
+        j = self._column_index(column)
+        name = self.columns[j]
+        if self.schema is None or isinstance(self.schema[name], Numeric):
+            raise ValueError(f"shares() needs a categorical or boolean column of a schema sketch; {name!r} is not one")
+        frame = self.weighted_frame()
+        return (
+            frame.group_by(name)
+            .agg(pl.col("weight").sum().alias("share"))
+            .sort(name, nulls_last=True)
+        )
+
+    def group_mean(self, by: str, column: str) -> pl.DataFrame:
+        """Weighted mean of ``column`` (in its units) within each category of ``by``, with the
+        category's share: a frame ``(by, column, "share")``.
+
+        :raises ValueError: for unknown columns
+        """
+        for c in (by, column):
+            self._column_index(c)
+        frame = self.weighted_frame().with_columns(pl.Series(column, self._user[:, self._column_index(column)]))
+        return (
+            frame.group_by(by)
+            .agg(
+                ((pl.col(column) * pl.col("weight")).sum() / pl.col("weight").sum()).alias(column),
+                pl.col("weight").sum().alias("share"),
+            )
+            .sort(by, nulls_last=True)
+        )
 
     def cdf(self, column: str | int, points: Any, *, return_std: bool = False) -> Any:
         """Estimated ``P(x_column ≤ t)`` at each point ``t`` (ridge: raw linear estimates, not clipped).
@@ -456,13 +520,11 @@ class M2M:
         """
         j = self._column_index(column)
         t = np.atleast_1d(np.asarray(points, dtype=np.float64))
-        if t.ndim != 1 or not np.isfinite(t).all() or (t < self.lower[j]).any() or (t > self.upper[j]).any():
-            raise ValueError(
-                f"points must be finite and inside the bounds of {self.columns[j]!r}: "
-                f"[{self.lower[j]}, {self.upper[j]}]"
-            )
+        lo, hi = self._lo_user[j], self._hi_user[j]
+        if t.ndim != 1 or not np.isfinite(t).all() or (t < lo).any() or (t > hi).any():
+            raise ValueError(f"points must be finite and inside the bounds of {self.columns[j]!r}: [{lo}, {hi}]")
         if return_std:
-            F = (self.samples[:, j][:, None] <= t).astype(np.float64)
+            F = (self._user[:, j][:, None] <= t).astype(np.float64)
             return self._answer(F, 1.0, t.shape, True)
         xs, cw = self._sorted_column(j)
         out = cw[np.searchsorted(xs, t, side="right")]
@@ -471,8 +533,8 @@ class M2M:
 
     def _sorted_column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         if j not in self._sorted:
-            order = np.argsort(self.samples[:, j], kind="stable")
-            xs = self.samples[order, j]
+            order = np.argsort(self._user[:, j], kind="stable")
+            xs = self._user[order, j]
             self._sorted[j] = (xs, np.concatenate([[0.0], np.cumsum(self.weights[order])]))
         return self._sorted[j]
 
@@ -482,7 +544,7 @@ class M2M:
         q = np.atleast_1d(np.asarray(qs, dtype=np.float64))
         if not (np.isfinite(q).all() and (q >= 0).all() and (q <= 1).all()):
             raise ValueError("quantile levels must be in [0, 1]")
-        grid = np.linspace(self.lower[j], self.upper[j], 2049)
+        grid = np.linspace(self._lo_user[j], self._hi_user[j], 2049)
         F = np.maximum.accumulate(np.clip(self.cdf(j, grid), 0.0, None))
         if F[-1] <= 0:
             raise ValueError("the estimated distribution has no positive mass; the sketch is too noisy")
@@ -493,8 +555,14 @@ class M2M:
     # -- views ----------------------------------------------------------------------------------
     def _sample_frame(self) -> pl.DataFrame:
         if self._frame is None:
-            self._frame = pl.DataFrame({c: self.samples[:, j] for j, c in enumerate(self.columns)})
+            self._frame = self._decode(self.samples)
         return self._frame
+
+    def _decode(self, X: np.ndarray) -> pl.DataFrame:
+        """Points as a frame: the schema's units and labels, or the raw columns."""
+        if self.schema is not None:
+            return self.schema.decode(X)
+        return pl.DataFrame({c: X[:, j] for j, c in enumerate(self.columns)})
 
     def weighted_frame(self) -> pl.DataFrame:
         """The samples with a ``weight`` column: ``Σ weight·f`` estimates the mean of ``f``.
@@ -522,7 +590,7 @@ class M2M:
         total = p.sum()
         p = p / total if total > 0 else np.full(p.size, 1.0 / p.size)
         idx = np.random.default_rng(seed).choice(p.size, size=int(n), p=p)
-        return pl.DataFrame({c: self.samples[idx, j] for j, c in enumerate(self.columns)})
+        return self._decode(self.samples[idx])
 
     def __repr__(self) -> str:
         fit = f"lam={self.lam:.3g}" if self.lam is not None else f"method={self.method!r}"
@@ -546,14 +614,12 @@ def _default_names(fm: FeatureMap) -> list[str]:
 
 
 def _resolve_box(bounds: Any, sketch: Sketch, d: int) -> tuple[np.ndarray, np.ndarray]:
-    from ..measurements import _full_bounds
-
     if bounds is None:
         if sketch.bounds is None:
             raise ValueError("bounds are required: the sketch does not record the public box")
         lo, hi = (np.asarray(b, dtype=np.float64) for b in sketch.bounds)
         return lo, hi
-    lo, hi = _full_bounds(bounds, sketch.feature_map)
+    lo, hi = box_data_bounds(bounds, sketch.feature_map)
     if lo.size != d:
         raise ValueError(f"bounds must describe {d} columns")
     return lo.astype(np.float64), hi.astype(np.float64)

@@ -178,9 +178,9 @@ def test_the_design_is_shared_between_sketches_of_one_map(data):
     assert not np.array_equal(a.samples, c.samples)
 
 
-def test_sketch_method_and_repr(data):
+def test_repr(data):
     sk = exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX)
-    est = sk.m2m(n_samples=1000)
+    est = dps.M2M(sk, n_samples=1000)
     assert isinstance(est, dps.M2M) and "Histogram" in repr(est)
 
 

@@ -1,0 +1,448 @@
+"""A public table schema: per column a numeric range, categorical labels or a boolean, and a null rule.
+
+The schema is what a curator knows *without* looking at the data. It turns a table into
+unit-free coordinates that every feature map understands the same way, whatever the units:
+
+* a numeric column ``x`` in ``[lower, upper]`` becomes ``(x − lower)/(upper − lower)`` in ``[0, 1]``
+  (clipped; integer columns too);
+* a categorical column with ``K`` public labels becomes its code ``0 … K−1`` (a null category,
+  if the rule asks for one, is the last code);
+* a boolean column becomes ``0``/``1`` (``2`` for a null category).
+
+:meth:`Schema.encode` runs inside measurements, so it never raises on a batch with the right
+columns: nulls/NaN follow the column's null rule, or (without one) go to the lowest public value;
+±inf are clipped; unknown labels are read as nulls. :meth:`Schema.check` is the curator-side
+validation that refuses, before anything is built, data the rules do not cover.
+:meth:`Schema.decode` maps coordinates back to user units and labels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+import polars as pl
+
+__all__ = ["Schema", "Numeric", "Categorical", "Boolean"]
+
+#: the null rule "null is a category of its own"
+NULL_CATEGORY = "category"
+_MAX_LABELS = 1 << 16
+
+
+@dataclass(frozen=True)
+class Numeric:
+    """A numeric column with a public range; ``impute`` (inside the range) replaces nulls/NaN.
+
+    >>> Numeric(18, 90, integer=True, impute=40).width
+    72.0
+    """
+
+    lower: float
+    upper: float
+    integer: bool = False
+    impute: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("lower", "upper"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+                raise ValueError(f"{name} ({v!r}) must be a finite number")
+        if not self.lower < self.upper or not math.isfinite(float(self.upper) - float(self.lower)):
+            raise ValueError(f"range ({self.lower!r}, {self.upper!r}) must have lower < upper and a finite width")
+        if not isinstance(self.integer, bool):
+            raise ValueError(f"integer ({self.integer!r}) must be True or False")
+        if self.impute is not None:
+            v = self.impute
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+                raise ValueError(f"impute ({v!r}) must be a finite number")
+            if not self.lower <= v <= self.upper:
+                raise ValueError(
+                    f"impute ({v!r}) must lie in the column's public range [{self.lower}, {self.upper}]"
+                )
+
+    @property
+    def width(self) -> float:
+        return float(self.upper) - float(self.lower)
+
+    @property
+    def cardinality(self) -> None:
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "numeric", "range": [self.lower, self.upper]}
+        if self.integer:
+            out["integer"] = True
+        if self.impute is not None:
+            out["impute"] = self.impute
+        return out
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """A column with public labels. ``null``: ``None`` (refuse nulls), ``"category"`` (null is a
+    category of its own, after the labels) or one of the labels (nulls are read as it).
+
+    >>> Categorical(["F", "M"], null="category").cardinality
+    3
+    """
+
+    labels: tuple[str, ...]
+    null: str | None = None
+
+    def __init__(self, labels: Sequence[Any], null: str | None = None) -> None:
+        if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence):
+            raise ValueError(f"labels ({labels!r}) must be a list of public labels")
+        clean = tuple(str(v) for v in labels)
+        if not clean or len(set(clean)) != len(clean) or len(clean) > _MAX_LABELS:
+            raise ValueError(f"labels ({list(clean)[:10]}) must be 1 to {_MAX_LABELS} distinct values")
+        if null is not None and null != NULL_CATEGORY and str(null) not in clean:
+            raise ValueError(f"null ({null!r}) must be None, {NULL_CATEGORY!r} or one of the labels {list(clean)}")
+        object.__setattr__(self, "labels", clean)
+        object.__setattr__(self, "null", None if null is None else str(null))
+
+    @property
+    def cardinality(self) -> int:
+        return len(self.labels) + (self.null == NULL_CATEGORY)
+
+    @property
+    def levels(self) -> list[str | None]:
+        """The label of every code (``None`` for the null category)."""
+        return [*self.labels, *([None] if self.null == NULL_CATEGORY else [])]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "categorical", "labels": list(self.labels)}
+        if self.null is not None:
+            out["null"] = self.null
+        return out
+
+
+@dataclass(frozen=True)
+class Boolean:
+    """A true/false column. ``null``: ``None``, ``"category"`` or ``True``/``False`` (impute).
+
+    >>> Boolean(null="category").cardinality
+    3
+    """
+
+    null: bool | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.null is not None and self.null != NULL_CATEGORY and not isinstance(self.null, bool):
+            raise ValueError(f"null ({self.null!r}) must be None, {NULL_CATEGORY!r}, True or False")
+
+    @property
+    def cardinality(self) -> int:
+        return 2 + (self.null == NULL_CATEGORY)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "boolean"}
+        if self.null is not None:
+            out["null"] = self.null
+        return out
+
+
+Column = Union[Numeric, Categorical, Boolean]  # noqa: UP007 - a runtime alias on Python 3.10
+
+
+def _column(name: str, spec: Any) -> Column:
+    """A column from its shorthand: ``(lo, hi)`` numeric, a list of labels, ``bool``, or a dict."""
+    if isinstance(spec, (Numeric, Categorical, Boolean)):
+        return spec
+    if spec is bool:
+        return Boolean()
+    if isinstance(spec, dict):
+        return _column_from_dict(name, spec)
+    if isinstance(spec, tuple) and len(spec) == 2:
+        return Numeric(*spec)
+    if isinstance(spec, list) and len(spec) == 2 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec
+    ):
+        return Numeric(*spec)  # the CLI's old layout: "name": [lower, upper]
+    if isinstance(spec, (list, tuple)):
+        return Categorical(spec)
+    raise ValueError(
+        f"column {name!r}: {spec!r} is not a column spec; give (lower, upper), a list of labels, bool, "
+        "or dps.Numeric / dps.Categorical / dps.Boolean"
+    )
+
+
+def _column_from_dict(name: str, spec: dict[str, Any]) -> Column:
+    kind = spec.get("type")
+    try:
+        if kind == "numeric":
+            lo, hi = spec["range"]
+            return Numeric(lo, hi, integer=bool(spec.get("integer", False)), impute=spec.get("impute"))
+        if kind == "categorical":
+            return Categorical(spec["labels"], null=spec.get("null"))
+        if kind == "boolean":
+            return Boolean(null=spec.get("null"))
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"column {name!r}: malformed spec {spec!r} ({type(e).__name__})") from None
+    raise ValueError(f"column {name!r}: type ({kind!r}) must be 'numeric', 'categorical' or 'boolean'")
+
+
+class Schema:
+    """A public table schema: the columns to release, in order, each with its public domain.
+
+    :param columns: ``{name: spec}``; a spec is ``(lower, upper)`` (numeric), a list of labels
+        (categorical), ``bool``, or a :class:`Numeric` / :class:`Categorical` / :class:`Boolean`
+    :raises ValueError: for an empty schema or a malformed column (naming it)
+    :example:
+
+    >>> import polars as pl, opendp_sketch as dps
+    >>> schema = dps.Schema({"age": dps.Numeric(18, 90, integer=True), "cut": ["Fair", "Ideal"], "vip": bool})
+    >>> schema.columns, schema.cardinalities
+    (['age', 'cut', 'vip'], [None, 2, 2])
+    >>> schema.encode(pl.DataFrame({"age": [18, 54, 200], "cut": ["Ideal", "Fair", None], "vip": [True, False, None]}))
+    array([[0. , 1. , 1. ],
+           [0.5, 0. , 0. ],
+           [1. , 0. , 0. ]])
+    >>> schema.decode([[0.5, 1.0, 1.0]]).row(0)
+    (54, 'Ideal', True)
+    """
+
+    def __init__(self, columns: Mapping[str, Any]) -> None:
+        if not isinstance(columns, Mapping) or not columns:
+            raise ValueError("columns must be a non-empty mapping {name: spec}")
+        self._columns: dict[str, Column] = {str(n): _column(str(n), s) for n, s in columns.items()}
+
+    # -- description --------------------------------------------------------------------
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    def __getitem__(self, name: str) -> Column:
+        return self._columns[name]
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Schema) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+    def __repr__(self) -> str:
+        return f"Schema({ {n: c.to_dict() for n, c in self._columns.items()} })"
+
+    @property
+    def cardinalities(self) -> list[int | None]:
+        """Codes per column (``None`` for numeric columns)."""
+        return [c.cardinality for c in self._columns.values()]
+
+    @property
+    def categorical(self) -> list[int]:
+        """Indices of the categorical and boolean columns (coded ``0 … K−1``)."""
+        return [j for j, k in enumerate(self.cardinalities) if k is not None]
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The box of the encoded coordinates: ``[0, 1]`` numeric, ``[0, K−1]`` coded."""
+        hi = np.array([1.0 if k is None else float(k - 1) for k in self.cardinalities])
+        hi[hi == 0] = 1.0  # a one-label column still needs a box of positive width
+        return np.zeros(len(self)), hi
+
+    # -- JSON ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON layout (also the CLI's ``--schema`` file): ``{"columns": {name: spec}}``."""
+        return {"columns": {n: c.to_dict() for n, c in self._columns.items()}}
+
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_dict(cls, spec: Any) -> Schema:
+        """From :meth:`to_dict` output (the old CLI layout ``{"columns": {"x": [lo, hi]}}`` too).
+
+        >>> Schema.from_dict({"columns": {"x": [0, 10], "c": {"type": "categorical", "labels": ["a"]}}}).columns
+        ['x', 'c']
+        """
+        cols = spec.get("columns") if isinstance(spec, dict) else None
+        if not isinstance(cols, dict) or not cols:
+            raise ValueError('a schema must be {"columns": {"name": spec, ...}} with at least one column')
+        return cls(cols)
+
+    @classmethod
+    def from_json(cls, source: str | os.PathLike[str]) -> Schema:
+        """From a JSON file path or a JSON text."""
+        text = str(source)
+        if not text.lstrip().startswith("{"):
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except OSError as e:
+                raise ValueError(f"{source}: not a readable schema file ({type(e).__name__})") from None
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError(f"{source}: not valid JSON") from None
+        return cls.from_dict(spec)
+
+    # -- the curator's checks (never inside a measurement) ---------------------------------
+    def check_dtypes(self, dtypes: Mapping[str, Any]) -> None:
+        """Refuse missing columns and dtypes that do not fit the column kinds (schema only)."""
+        missing = [c for c in self._columns if c not in dtypes]
+        if missing:
+            raise ValueError(f"columns {missing} are not in the data (columns: {list(dtypes)})")
+        bad = []
+        for name, col in self._columns.items():
+            dt = dtypes[name]
+            ok = (
+                (isinstance(col, Numeric) and (dt.is_numeric() or dt == pl.Boolean or dt == pl.Null))
+                or (isinstance(col, Categorical) and (dt in (pl.String, pl.Categorical, pl.Null) or isinstance(dt, pl.Enum) or dt.is_integer() or dt == pl.Boolean))
+                or (isinstance(col, Boolean) and (dt == pl.Boolean or dt.is_integer() or dt == pl.Null))
+            )
+            if not ok:
+                bad.append(f"{name} ({dt}, schema: {type(col).__name__.lower()})")
+        if bad:
+            raise ValueError(f"columns do not fit the schema: {', '.join(bad)}")
+
+    def problems(self, frame: pl.LazyFrame | pl.DataFrame) -> dict[str, dict[str, int]]:
+        """Per column, counts of values the rules must handle (one streaming pass; never released):
+        ``null`` (nulls and NaN), ``inf``, ``outside`` (out of range) and ``unknown`` (labels)."""
+        lf = frame.lazy()
+        exprs = []
+        for name, col in self._columns.items():
+            c = pl.col(name)
+            if isinstance(col, Numeric):
+                v = c.cast(pl.Float64)
+                exprs += [
+                    (v.is_null() | v.is_nan()).sum().alias(f"{name}\0null"),
+                    v.is_infinite().sum().alias(f"{name}\0inf"),
+                    ((v < col.lower) | (v > col.upper)).sum().alias(f"{name}\0outside"),
+                ]
+            elif isinstance(col, Categorical):
+                s = c.cast(pl.String)
+                exprs += [s.is_null().sum().alias(f"{name}\0null"), (~s.is_in(list(col.labels)) & s.is_not_null()).sum().alias(f"{name}\0unknown")]
+            else:
+                b = c.cast(pl.Int64, strict=False)
+                exprs += [c.is_null().sum().alias(f"{name}\0null"), (~b.is_in([0, 1]) & b.is_not_null()).sum().alias(f"{name}\0unknown")]
+        row = lf.select(exprs).collect().row(0, named=True)
+        out: dict[str, dict[str, int]] = {n: {} for n in self._columns}
+        for key, v in row.items():
+            name, kind = key.split("\0")
+            out[name][kind] = int(v or 0)
+        return out
+
+    def check(self, frame: pl.LazyFrame | pl.DataFrame) -> None:
+        """Curator-side validation before a release: dtypes from the schema, then one pass that
+        refuses nulls without a null rule, ±inf, and unknown labels without a null rule, naming
+        the columns and the fix. Values outside a numeric range are clipped, not refused.
+
+        :raises ValueError: naming the columns and the fix (never a data value)
+        """
+        lf = frame.lazy()
+        self.check_dtypes(lf.collect_schema())
+        found = self.problems(lf)
+        nulls = [n for n, c in self._columns.items() if found[n].get("null") and _no_null_rule(c)]
+        if nulls:
+            raise ValueError(
+                f"columns {nulls} contain nulls (or NaN) and have no null rule; give each a public "
+                "impute value (Numeric(..., impute=v)) or null='category' / a label to read them as"
+            )
+        infs = [n for n in self._columns if found[n].get("inf")]
+        if infs:
+            raise ValueError(f"columns {infs} contain infinite values; clean them first")
+        unknown = [n for n, c in self._columns.items() if found[n].get("unknown") and _no_null_rule(c)]
+        if unknown:
+            raise ValueError(
+                f"columns {unknown} hold values that are not among their public labels; add the labels to "
+                "the schema or give a null rule (null='category' or a label) to read them as"
+            )
+
+    # -- encoding (inside measurements: never raises) -------------------------------------
+    def encode(self, batch: pl.DataFrame) -> np.ndarray:
+        """Unit-free float64 coordinates ``(rows, len(schema))`` of a batch holding the columns.
+
+        Never raises on values: nulls/NaN follow the null rule or go to the lowest public value
+        (0), ±inf and out-of-range values are clipped, unknown labels are read as nulls.
+        """
+        n = batch.height
+        out = np.empty((n, len(self)), dtype=np.float64)
+        for j, (name, col) in enumerate(self._columns.items()):
+            s = batch.get_column(name)
+            if isinstance(col, Numeric):
+                v = s.cast(pl.Float64, strict=False).to_numpy().astype(np.float64, copy=True)
+                fill = col.lower if col.impute is None else col.impute
+                v[np.isnan(v)] = fill
+                with np.errstate(invalid="ignore", over="ignore"):
+                    u = (v - col.lower) / col.width
+                out[:, j] = np.clip(u, 0.0, 1.0)
+            elif isinstance(col, Categorical):
+                out[:, j] = _codes(s.cast(pl.String, strict=False), col)
+            else:
+                b = s.cast(pl.Int64, strict=False)
+                known = b.is_in([0, 1]).fill_null(False).to_numpy()
+                vals = b.fill_null(0).to_numpy().astype(np.float64)
+                null_code = 2.0 if col.null == NULL_CATEGORY else (float(col.null) if isinstance(col.null, bool) else 0.0)
+                out[:, j] = np.where(known, vals, null_code)
+        return out
+
+    def decode(self, U: Any) -> pl.DataFrame:
+        """Encoded points back to user units and labels (Float64, Int64 for integer columns,
+        Enum of the public labels, Boolean).
+
+        >>> Schema({"x": (0, 10), "c": ["a", "b"]}).decode([[0.25, 1.0]]).to_dicts()
+        [{'x': 2.5, 'c': 'b'}]
+        """
+        U = np.atleast_2d(np.asarray(U, dtype=np.float64))
+        if U.shape[1] != len(self):
+            raise ValueError(f"points have {U.shape[1]} coordinates but the schema has {len(self)} columns")
+        cols: dict[str, pl.Series] = {}
+        for j, (name, col) in enumerate(self._columns.items()):
+            u = U[:, j]
+            if isinstance(col, Numeric):
+                x = col.lower + np.clip(u, 0.0, 1.0) * col.width
+                cols[name] = pl.Series(name, np.rint(x).astype(np.int64)) if col.integer else pl.Series(name, x)
+            elif isinstance(col, Categorical):
+                k = np.clip(np.rint(u), 0, col.cardinality - 1).astype(np.int64)
+                levels = col.levels
+                cols[name] = pl.Series(name, [levels[i] for i in k], dtype=pl.Enum(list(col.labels)))
+            else:
+                k = np.clip(np.rint(u), 0, col.cardinality - 1).astype(np.int64)
+                cols[name] = pl.Series(name, [None if i == 2 else bool(i) for i in k], dtype=pl.Boolean)
+        return pl.DataFrame(cols)
+
+    def to_unit(self, column: str, values: Any) -> np.ndarray:
+        """User-unit values of a numeric column as encoded coordinates (clipped to [0, 1]);
+        labels of a coded column as codes."""
+        col = self._columns[column]
+        if isinstance(col, Numeric):
+            return np.clip((np.asarray(values, dtype=np.float64) - col.lower) / col.width, 0.0, 1.0)
+        if isinstance(col, Categorical):
+            return np.array([float(col.labels.index(str(v))) for v in np.atleast_1d(values)])
+        return np.asarray(values, dtype=np.float64)
+
+    def from_unit(self, column: str, u: Any) -> np.ndarray:
+        """Encoded coordinates of a numeric column back to user units."""
+        col = self._columns[column]
+        if not isinstance(col, Numeric):
+            raise ValueError(f"column {column!r} is not numeric")
+        return col.lower + np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0) * col.width
+
+
+def _no_null_rule(col: Column) -> bool:
+    return (col.impute if isinstance(col, Numeric) else col.null) is None
+
+
+def _codes(s: pl.Series, col: Categorical) -> np.ndarray:
+    """Codes of a string series: labels by position; nulls and unknown labels by the null rule
+    (the null category, the imputed label, or code 0 when there is no rule)."""
+    codes = s.replace_strict(list(col.labels), list(range(len(col.labels))), default=None, return_dtype=pl.Int64)
+    if col.null == NULL_CATEGORY:
+        fill = len(col.labels)
+    elif col.null is not None:
+        fill = col.labels.index(col.null)
+    else:
+        fill = 0
+    return codes.fill_null(fill).to_numpy().astype(np.float64)

@@ -1,0 +1,155 @@
+"""Tables as users have them → the schema's unit-free coordinates, a batch at a time.
+
+:func:`as_frame` turns numpy arrays, Polars frames, pandas DataFrames, PyArrow tables and
+datasets, and Parquet/CSV/IPC paths into a Polars ``LazyFrame`` without reading it (files and
+Arrow datasets are scanned lazily). :func:`table_domain` is the OpenDP domain of such inputs
+under a public :class:`~opendp_sketch.Schema`, and :func:`make_table_sum_and_count` is the
+table backend of the release layer: it streams the input in batches, encodes each batch with the
+schema (which never raises on values) and adds the batch's exact integer feature sums.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import opendp.prelude as dp
+import polars as pl
+
+from ._fixed import Accumulator
+from ._validate import check_chunking, require_symmetric
+from .domains import TableDomain
+from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .schema import Schema
+from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan
+from .transformations import I64_MAX, pair_transformation
+
+__all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
+
+
+def as_frame(data: Any, columns: list[str] | None = None) -> pl.LazyFrame:
+    """A lazy Polars view of ``data`` (nothing is read yet for files and Arrow datasets).
+
+    numpy arrays need ``columns`` (their names, in order); pandas needs pyarrow (a dependency).
+
+    :raises ValueError: for an input of another kind (naming the kinds accepted)
+    :example:
+
+    >>> import numpy as np
+    >>> as_frame(np.zeros((2, 2)), ["a", "b"]).collect().shape
+    (2, 2)
+    """
+    if isinstance(data, pl.LazyFrame):
+        return data
+    if isinstance(data, pl.DataFrame):
+        return data.lazy()
+    if isinstance(data, (str, os.PathLike)):
+        return scan(data)
+    if isinstance(data, np.ndarray):
+        if data.ndim != 2 or columns is None or data.shape[1] != len(columns):
+            raise ValueError(
+                f"a numpy array must be 2-D with one column per schema column ({columns}), got shape {data.shape}"
+            )
+        return pl.DataFrame({c: data[:, j] for j, c in enumerate(columns)}).lazy()
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        return pl.from_pandas(data).lazy()
+    if module == "pyarrow":
+        import pyarrow.dataset as pads
+
+        if isinstance(data, pads.Dataset):
+            return pl.scan_pyarrow_dataset(data)
+        if hasattr(data, "read_all"):  # a RecordBatchReader
+            data = data.read_all()
+        frame = pl.from_arrow(data)
+        return (frame if isinstance(frame, pl.DataFrame) else frame.to_frame()).lazy()
+    raise ValueError(
+        "data must be a numpy array, a Polars DataFrame/LazyFrame, a pandas DataFrame, a PyArrow "
+        f"Table/Dataset/RecordBatchReader or a Parquet/CSV/IPC path, got {type(data).__name__}"
+    )
+
+
+def _is_table(x: Any) -> bool:
+    module = type(x).__module__.split(".")[0]
+    return isinstance(x, (pl.LazyFrame, pl.DataFrame, np.ndarray, str, os.PathLike)) or module in ("pandas", "pyarrow")
+
+
+def table_domain(schema: Schema) -> dp.Domain:
+    """Domain of tables (any kind :func:`as_frame` reads) holding the schema's columns.
+
+    Every value is admitted: the schema encodes nulls, NaN, ±inf, out-of-range values and
+    unknown labels to public values, so nothing raises inside a measurement on this domain.
+    Membership is checked on the input's kind only (columns are checked by the curator's
+    :meth:`~opendp_sketch.Schema.check`; a missing column reads as nulls).
+    """
+    if type(schema).__name__ != "Schema":  # by name: doctests may import this module twice
+        raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
+    lo, hi = schema.bounds
+    desc = TableDomain(
+        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=len(schema),
+        column_names=tuple(schema.columns), schema=schema,
+    )
+    ident = f"TableDomain(schema={schema.to_dict()})"
+    return dp.user_domain(ident, _is_table, desc)
+
+
+def make_table_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Transformation:
+    """The table backend: the exact pair ``(Σ q(encode(x_i)), n)`` of any table, streamed in
+    batches of at most ``batch_rows`` rows (see
+    :func:`~opendp_sketch.transformations.pair_transformation`). Encoding is row-wise, so the
+    sum's stability is ``d_in·Δ_p`` of the map on the encoded box.
+
+    :example:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.tables import make_table_sum_and_count, table_domain
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> schema = dps.Schema({"cut": ["Fair", "Ideal"]})
+    >>> fm = dps.Histogram(bounds=schema.bounds, bins=2)
+    >>> t = make_table_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm)
+    >>> s, n = t(pl.DataFrame({"cut": ["Ideal", "Ideal", "Fair", None]}))
+    >>> s.tolist(), n
+    ([2, 2], 4)
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, TableDomain):
+        raise ValueError(f"input_domain ({input_domain}) must be a table_domain(schema)")
+    require_symmetric(input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if feature_map.input_dim != desc.num_columns:
+        raise ValueError(f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}")
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
+        raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
+    check_chunking(chunk_rows, n_jobs)
+    schema: Schema = desc.schema
+    lo, hi = desc.bounds
+    names = list(schema.columns)
+    function: Callable[[Any], tuple[np.ndarray, int]]
+
+    def function(data: Any) -> tuple[np.ndarray, int]:
+        lf = as_frame(data, names)
+        present = set(lf.collect_schema().names())
+        # a column the table lacks reads as nulls (the schema then maps them to public values)
+        cols = [pl.col(c) if c in present else pl.lit(None).alias(c) for c in names]
+        total, rows = Accumulator(feature_map.num_features), 0
+        for batch in lf.select(cols).collect_batches(chunk_size=batch_rows, maintain_order=False):
+            if not batch.height:
+                continue
+            X = schema.encode(batch)
+            total.add_exact(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs).total())
+            rows += batch.height
+            report_batch(batch.height)
+        return total.clipped(I64_MAX), min(rows, I64_MAX)
+
+    return pair_transformation(input_domain, input_metric, feature_map, function)
