@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 from tqdm import tqdm
 
 __all__ = ["main"]
@@ -28,22 +29,32 @@ _DESCRIPTION = (
     "the message never shows a data value, and nothing is released."
 )
 
-DEMO_COLUMNS = ("age", "income_k", "hours")
-DEMO_BOUNDS = ((18.0, 0.0, 0.0), (90.0, 250.0, 80.0))
+DEMO_COLUMNS = ("age", "income_k", "hours", "sector")
+DEMO_SECTORS = ("public", "private", "self-employed")
+#: the demo table's public schema: what a curator knows without looking at the data
+DEMO_SCHEMA = {
+    "columns": {
+        "age": {"type": "numeric", "range": [18, 90], "integer": True},
+        "income_k": {"type": "numeric", "range": [0, 250]},
+        "hours": {"type": "numeric", "range": [0, 80]},
+        "sector": {"type": "categorical", "labels": list(DEMO_SECTORS)},
+    }
+}
 
 
-def demo_data(n: int, seed: int = 0) -> np.ndarray:
-    """A synthetic table (age, income in k$, weekly hours) with two sub-populations.
+def demo_data(n: int, seed: int = 0) -> pl.DataFrame:
+    """A synthetic mixed-type table (age, income in k$, weekly hours, sector) with two sub-populations.
 
     >>> demo_data(5).shape
-    (5, 3)
+    (5, 4)
     """
     rng = np.random.default_rng(seed)
     young = rng.random(n) < 0.4
-    age = np.where(young, rng.normal(28, 5, n), rng.normal(50, 10, n))
+    age = np.rint(np.where(young, rng.normal(28, 5, n), rng.normal(50, 10, n)))
     income = np.exp(rng.normal(np.log(np.where(young, 35, 70)), 0.45, n))
     hours = np.where(young, rng.normal(32, 8, n), rng.normal(42, 6, n))
-    return np.column_stack([age, income, hours])
+    sector = rng.choice(np.array(DEMO_SECTORS), size=n, p=[0.25, 0.6, 0.15])
+    return pl.DataFrame({"age": age.astype(np.int64), "income_k": income, "hours": hours, "sector": sector})
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -52,67 +63,47 @@ def _demo(args: argparse.Namespace) -> int:
     import opendp_sketch as dps
 
     dp.enable_features("contrib", "honest-but-curious")
-    lo, hi = (np.array(b) for b in DEMO_BOUNDS)
-    X = demo_data(args.n, args.seed)
-    d = X.shape[1]
-    print(f"opendp-sketch demo: {args.n:,} synthetic rows, columns {list(DEMO_COLUMNS)}")
-    print(f"public bounds: lower {lo.tolist()}, upper {hi.tolist()}; total budget ε = {args.epsilon}")
-
-    # one context, three sketches; the maps work on data rescaled to [0, 1]^d by the public box
-    U = (np.clip(X, lo, hi) - lo) / (hi - lo)
-    unit_box = dps.box_domain((0.0, 1.0), num_columns=d, column_names=DEMO_COLUMNS)
-    ctx = dp.Context.compositor(
-        data=U,
-        privacy_unit=dp.unit_of(contributions=1),
-        privacy_loss=dp.loss_of(epsilon=args.epsilon),
-        split_by_weights=[0.4, 0.3, 0.3],
-        domain=unit_box,
-    )
-    maps = {
-        "moments": dps.Moments(dim=d, radius=float(np.sqrt(d)) / 2, center=[0.5] * d),
-        "histogram": dps.Histogram(bounds=(0.0, 1.0), bins=64, dim=d),
-        "rff": dps.RFF(dim=d, num_features=400, bandwidth=0.15, seed=args.seed),
-    }
+    frame = demo_data(args.n, args.seed)
+    schema = dps.Schema.from_dict(DEMO_SCHEMA)
+    print(f"opendp-sketch demo: {args.n:,} synthetic rows, columns {list(DEMO_COLUMNS)}, total budget ε = {args.epsilon}")
+    print(f"public schema (no data read): {json.dumps(DEMO_SCHEMA['columns'])}")
     t0 = time.perf_counter()
-    sketches = {name: ctx.query().private_sketch(fm).release() for name, fm in maps.items()}
-    elapsed = time.perf_counter() - t0
-
-    mom, hist, rff = sketches["moments"], sketches["histogram"], sketches["rff"]
-    print(f"\nreleased 3 sketches in {elapsed:.2f} s; privacy spent per release (ε): "
-          f"{[round(float(e), 4) for e in ctx.current_privacy_loss()]}")
-    print(f"noisy count n̂ = {mom.count:,} (true {args.n:,})")
-    print("\nestimates from the sketches (true values shown because the data is synthetic):")
-    private_mean = lo + (hi - lo) * (mom.mean[:d] + 0.5)
-    true_mean = np.clip(X, lo, hi).mean(axis=0)
-    for j, c in enumerate(DEMO_COLUMNS):
-        med = _hist_quantile(hist, j, 0.5)
-        print(f"  {c:>9}: mean {private_mean[j]:9.3f} (true {true_mean[j]:9.3f})   "
-              f"median {lo[j] + (hi[j] - lo[j]) * med:9.3f} (true {np.median(np.clip(X[:, j], lo[j], hi[j])):9.3f})")
-    points = np.array([[0.15, 0.15, 0.4], [0.45, 0.3, 0.55]])
-    est = rff.feature_map.transform(points) @ rff.mean / rff.feature_map.num_frequencies
-    true = np.array([rff.feature_map.kernel_value(U, q).mean() for q in points])
-    for q, e, t in zip(points, est, true):
-        print(f"  Gaussian-kernel density at {q.tolist()}: {e:.4f} (true {t:.4f})")
+    sk = dps.release_sketch(frame, schema=schema, epsilon=args.epsilon)
+    released = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    est = dps.M2M(sk)
+    decoded = time.perf_counter() - t0
+    print(f"\nreleased one sketch ({type(sk.feature_map).__name__}, {sk.feature_map.num_features} cells) in "
+          f"{released:.2f} s; decoded in {decoded:.2f} s; privacy spent: ε = {sk.privacy['epsilon']:.4f}")
+    print(f"noisy count n̂ = {sk.count:,} (true {args.n:,})")
+    print("\nanalyses of the one release (true values shown because the data is synthetic):")
+    clipped = frame.with_columns(
+        pl.col("income_k").clip(0, 250), pl.col("hours").clip(0, 80), pl.col("age").clip(18, 90)
+    )
+    means = dict(zip(est.columns, est.mean()))
+    for c in ("age", "income_k", "hours"):
+        print(f"  {c:>9}: mean {means[c]:8.2f} (true {clipped[c].mean():8.2f})   "
+              f"median {est.quantile(c, [0.5])[0]:8.2f} (true {clipped[c].median():8.2f})")
+    shares = est.shares("sector")
+    true_shares = frame["sector"].value_counts(normalize=True)
+    for label, share in shares.iter_rows():
+        truth = true_shares.filter(pl.col("sector") == label)["proportion"]
+        print(f"  share of sector {label!s:>13}: {share:.3f} (true {truth[0] if len(truth) else 0.0:.3f})")
+    by = est.group_mean("sector", "income_k")
+    truth = clipped.group_by("sector").agg(pl.col("income_k").mean())
+    for label, value, _ in by.iter_rows():
+        t = truth.filter(pl.col("sector") == label)["income_k"]
+        print(f"  mean income_k in {label!s:>13}: {value:7.2f} (true {t[0] if len(t) else float('nan'):7.2f})")
+    older = est.count((pl.col("age") > 30) & (pl.col("sector") == "private"))
+    true_older = clipped.filter((pl.col("age") > 30) & (pl.col("sector") == "private")).height
+    print(f"  rows with age > 30 in the private sector: {older:,.0f} (true {true_older:,})")
     if args.out:
-        import pathlib
-
-        out = pathlib.Path(args.out)
+        out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        for name, sk in sketches.items():
-            sk.save(out / f"{name}.sketch")
-        print(f"\nsketches saved to {out}/ (inspect with: opendp-sketch inspect {out}/rff.sketch)")
-    print("\nEvery estimate above is post-processing of the released sketches: no further privacy cost.")
+        sk.save(out / "demo.sketch")
+        print(f"\nsketch saved to {out}/demo.sketch (try: opendp-sketch query {out}/demo.sketch --mean --shares sector)")
+    print("\nEvery estimate above is post-processing of the one released sketch: no further privacy cost.")
     return 0
-
-
-def _hist_quantile(sketch, column: int, q: float) -> float:
-    """Quantile of one column on the unit scale from a Histogram sketch (monotone noisy CDF)."""
-    fm = sketch.feature_map
-    start = int(fm.offsets[column])
-    counts = np.maximum(sketch.sum[start : start + int(fm.bins[column])], 0.0)
-    cdf = np.concatenate([[0.0], np.cumsum(counts) / max(counts.sum(), 1.0)])
-    edges = np.linspace(0.0, 1.0, int(fm.bins[column]) + 1)
-    return float(np.interp(q, cdf, edges))  # linear within the bin, like a histogram's CDF
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -141,30 +132,32 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_schema(path: str) -> tuple[list[str], list[float], list[float]]:
-    """``{"columns": {"name": [lower, upper], ...}}`` → names and public bounds."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            spec = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a readable JSON schema ({type(e).__name__})") from None
-    cols = spec.get("columns") if isinstance(spec, dict) else None
-    if not isinstance(cols, dict) or not cols:
-        raise ValueError(f'{path}: the schema must be {{"columns": {{"name": [lower, upper], ...}}}}')
-    names, lo, hi = [], [], []
-    for name, b in cols.items():
-        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in b)):
-            raise ValueError(f"{path}: column {name!r} needs public bounds [lower, upper]")
-        names.append(str(name))
-        lo.append(float(b[0]))
-        hi.append(float(b[1]))
-    return names, lo, hi
-
-
-def _feature_map(args: argparse.Namespace, lo: list[float], hi: list[float]):
+def _load_schema(args: argparse.Namespace) -> Any:
+    """The ``--schema`` file (one JSON layout with the Python API; ``{"name": [lower, upper]}``
+    still reads as numeric), with ``--impute`` filling numeric columns that have no null rule."""
     import opendp_sketch as dps
 
-    d = len(lo)
+    schema = dps.Schema.from_json(args.schema)
+    if args.impute is None:
+        return schema
+    spec = schema.to_dict()
+    for name, col in spec["columns"].items():
+        if col["type"] == "numeric" and "impute" not in col:
+            lo, hi = col["range"]
+            if not lo <= args.impute <= hi:
+                raise ValueError(f"--impute {args.impute} is outside the public range [{lo}, {hi}] of column {name!r}")
+            col["impute"] = args.impute
+    return dps.Schema.from_dict(spec)
+
+
+def _feature_map(args: argparse.Namespace, schema: Any) -> Any:
+    """The map on the schema's unit-free coordinates (numeric columns in [0, 1]), or None for auto."""
+    import opendp_sketch as dps
+
+    lo, hi = (b.tolist() for b in schema.bounds)
+    d = len(schema)
+    if args.map == "auto":
+        return None
     if args.map == "rff":
         return dps.RFF(dim=d, num_features=args.features, bandwidth=args.bandwidth, seed=args.seed)
     if args.map == "kmeans":
@@ -186,7 +179,7 @@ def _release(args: argparse.Namespace) -> int:
     import opendp_sketch as dps
 
     dp.enable_features("contrib", "honest-but-curious")
-    names, lo, hi = _load_schema(args.schema)
+    schema = _load_schema(args)
     out = Path(args.out)
     # checked before the release: a sketch that cannot be saved would spend the budget for nothing
     if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
@@ -194,9 +187,9 @@ def _release(args: argparse.Namespace) -> int:
     # an existing file is most likely an earlier release: overwriting it would spend budget again
     if out.exists() and not args.force:
         raise ValueError(f"--out {args.out} exists (an earlier release?); choose another path, or pass --force to replace it")
-    fm = _feature_map(args, lo, hi)
+    fm = _feature_map(args, schema)
     t0 = time.perf_counter()
-    print(f"releasing {args.map} sketch of {args.data} (columns {names}) ...", file=sys.stderr)
+    print(f"releasing {args.map} sketch of {args.data} (columns {schema.columns}) ...", file=sys.stderr)
     show = sys.stderr.isatty() if args.progress is None else args.progress
     with tqdm(unit="rows", unit_scale=True, file=sys.stderr, disable=not show, desc="release pass") as bar:
 
@@ -206,8 +199,7 @@ def _release(args: argparse.Namespace) -> int:
 
         try:
             sk = dps.release_sketch(
-                args.data, fm, bounds=(lo, hi), epsilon=args.epsilon, delta=args.delta, rho=args.rho,
-                column_names=names, impute=args.impute, progress=progress,
+                args.data, fm, schema=schema, epsilon=args.epsilon, delta=args.delta, rho=args.rho, progress=progress
             )
         except ValueError as e:
             raise ValueError(_in_cli_words(str(e))) from None
@@ -256,11 +248,28 @@ def _query(args: argparse.Namespace) -> int:
             f"{args.sketch} is not a sketch file ({e}); create one with: opendp-sketch release DATA --schema ... --out FILE"
         ) from None
     rows: list[dict[str, object]] = []
-    needs_m2m = args.mean or args.cdf or args.quantile or args.count
+    needs_m2m = args.mean or args.cdf or args.quantile or args.count or args.shares or args.group_mean
     est: Any = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
+    if est is not None and est.degenerate:
+        raise ValueError(f"this sketch cannot support estimates: {est.reason}")
+    schema = None if sk.schema is None else est.schema if est is not None else None
+    if schema is None and sk.schema is not None:
+        from .schema import Schema
+
+        schema = Schema.from_dict(sk.schema)
     if args.mean:
         for c, v in zip(est.columns, est.mean()):
-            rows.append({"query": "mean", "column": c, "point": None, "value": float(v)})
+            if np.isfinite(v):  # categorical columns have shares, not means
+                rows.append({"query": "mean", "column": c, "point": None, "value": float(v)})
+    for col in args.shares or []:
+        for label, share in est.shares(col).iter_rows():
+            rows.append({"query": "share", "column": col, "point": label, "value": float(share)})
+    for spec in args.group_mean or []:
+        by, _, col = spec.partition("=")
+        if not col:
+            raise ValueError(f"--group-mean {spec!r} must be BY=COLUMN, e.g. sector=income")
+        for label, value, _share in est.group_mean(by, col).iter_rows():
+            rows.append({"query": "group_mean", "column": f"{col} by {by}", "point": label, "value": float(value)})
     for spec in args.cdf or []:
         col, _, pts = spec.partition("=")
         points = _parse_points(pts)
@@ -279,13 +288,21 @@ def _query(args: argparse.Namespace) -> int:
         rows.append({"query": "count", "column": text, "point": None, "value": float(est.count(expr))})
     for text in args.kde or []:
         point = _parse_points(text)
-        rows.append({"query": "kde", "column": None, "point": point, "value": float(KDE(sk)([point])[0])})
+        coords = point
+        if schema is not None:  # a point in the table's units -> the sketch's encoded coordinates
+            if len(point) != len(schema):
+                raise ValueError(f"--kde {text!r} needs {len(schema)} values, one per column {schema.columns}")
+            coords = [float(schema.to_unit(c, [v])[0]) for c, v in zip(schema.columns, point)]
+        rows.append({"query": "kde", "column": None, "point": point, "value": float(KDE(sk)([coords])[0])})
     if args.kmeans is not None:
         km = CompressiveKMeans(args.kmeans, n_restarts=args.restarts).fit(sk)
-        for j, (c, w) in enumerate(zip(km.cluster_centers_, km.weights_)):
-            rows.append({"query": "kmeans", "column": f"cluster {j}", "point": c.tolist(), "value": float(w)})
+        centres = km.cluster_centers_
+        if schema is not None:  # centres in the table's units and labels
+            centres = schema.decode(centres).rows()
+        for j, (c, w) in enumerate(zip(centres, km.weights_)):
+            rows.append({"query": "kmeans", "column": f"cluster {j}", "point": list(c), "value": float(w)})
     if not rows:
-        raise ValueError("ask for at least one of --mean, --cdf, --quantile, --count, --kde, --kmeans")
+        raise ValueError("ask for at least one of --mean, --shares, --group-mean, --cdf, --quantile, --count, --kde, --kmeans")
     if args.format == "json":
         print(json.dumps(rows))
     elif args.format == "csv":
@@ -319,26 +336,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         "release", help="release a sketch of a CSV/Parquet file (streamed) to a sketch file", formatter_class=fmt
     )
     p_rel.add_argument("data", help="a .csv, .parquet or .ipc file")
-    p_rel.add_argument("--schema", required=True, help='JSON file: {"columns": {"name": [lower, upper], ...}}')
+    p_rel.add_argument(
+        "--schema", required=True,
+        help='JSON file: {"columns": {"age": {"type": "numeric", "range": [18, 90]}, "sex": {"type": "categorical", '
+        '"labels": ["F", "M"], "null": "category"}, ...}} (also {"name": [lower, upper]}); see docs/schema.md',
+    )
     p_rel.add_argument("--out", required=True, help="where to write the sketch (an existing file is refused)")
     p_rel.add_argument("--force", action="store_true", help="replace an existing --out file (spends the budget again)")
     p_rel.add_argument(
-        "--map", choices=["rff", "race", "histogram", "dyadic", "moments", "kmeans"], default="rff",
-        help="feature map (kmeans: an RFF map sized and scaled from the schema's box for --clusters)",
+        "--map", choices=["auto", "rff", "race", "histogram", "dyadic", "moments", "kmeans"], default="auto",
+        help="feature map on the schema's unit-free coordinates (numeric columns scaled to [0, 1] by their "
+        "public ranges); auto: chosen from the schema (1-way and 2-way marginals); kmeans: an RFF map sized "
+        "for --clusters",
     )
     p_rel.add_argument("--clusters", type=int, default=10, help="clusters planned with --map kmeans")
     p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
     p_rel.add_argument("--delta", type=float, help="δ")
     p_rel.add_argument("--rho", type=float, help="ρ for zCDP (instead of ε)")
     p_rel.add_argument("--features", type=int, default=1000, help="RFF features")
-    p_rel.add_argument("--bandwidth", type=float, default=1.0, help="RFF bandwidth / RACE bucket width")
+    p_rel.add_argument(
+        "--bandwidth", type=float, default=0.2, help="RFF bandwidth / RACE bucket width, in units of each column's range"
+    )
     p_rel.add_argument("--rows", type=int, default=100, help="RACE rows")
     p_rel.add_argument("--buckets", type=int, default=1000, help="RACE buckets per row")
     p_rel.add_argument("--bins", type=int, default=64, help="Histogram bins per column")
     p_rel.add_argument("--levels", type=int, default=10, help="DyadicTrees levels")
     p_rel.add_argument("--radius", type=float, help="Moments radius (default: the box's half-diagonal)")
     p_rel.add_argument("--seed", type=int, default=0, help="seed of the public map")
-    p_rel.add_argument("--impute", type=float, help="public value replacing missing values")
+    p_rel.add_argument(
+        "--impute", type=float, help="public value replacing missing numeric values (inside each column's range)"
+    )
     p_rel.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,
         help="progress bar of the release pass on stderr (default: when stderr is a terminal)",
@@ -348,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_q = sub.add_parser("query", help="estimates from a sketch file, as a table, JSON or CSV", formatter_class=fmt)
     p_q.add_argument("sketch", help="a file written by release or Sketch.save")
     p_q.add_argument("--mean", action="store_true", help="column means (M2M)")
+    p_q.add_argument("--shares", action="append", metavar="COL", help="share of each label of a categorical column")
+    p_q.add_argument("--group-mean", action="append", metavar="BY=COL", help="mean of COL within each label of BY")
     p_q.add_argument("--cdf", action="append", metavar="COL=T1,T2", help="CDF of a column at points")
     p_q.add_argument("--quantile", action="append", metavar="COL=Q1,Q2", help="quantiles of a column")
     p_q.add_argument("--count", action="append", metavar="SQL", help='rows satisfying a predicate, e.g. "age > 30"')

@@ -689,6 +689,8 @@ def _release_table(
         raise ValueError(f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}")
     frame = as_frame(data, schema.columns)
     try:
+        if frame.head(1).collect().height == 0:  # before dtypes: a header-only CSV reads as text
+            raise ValueError("data is empty (0 rows)")
         schema.check(frame)  # the curator's side: dtypes, then nulls/inf/labels the rules do not cover
         rows = int(frame.select(pl.len()).collect().item())
     except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only

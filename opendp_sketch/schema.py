@@ -165,8 +165,12 @@ def _column(name: str, spec: Any) -> Column:
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec
     ):
         return Numeric(*spec)  # the CLI's old layout: "name": [lower, upper]
-    if isinstance(spec, (list, tuple)):
+    if isinstance(spec, (list, tuple)) and spec and all(isinstance(v, str) for v in spec):
         return Categorical(spec)
+    if isinstance(spec, (list, tuple)):
+        raise ValueError(
+            f"column {name!r} needs public bounds [lower, upper] (two numbers) or public labels (strings), got {spec!r}"
+        )
     raise ValueError(
         f"column {name!r}: {spec!r} is not a column spec; give (lower, upper), a list of labels, bool, "
         "or dps.Numeric / dps.Categorical / dps.Boolean"
@@ -225,7 +229,7 @@ class Schema:
         return len(self._columns)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Schema) and self.to_dict() == other.to_dict()
+        return isinstance(other, Schema) and self.to_dict() == other.to_dict() and self.columns == other.columns
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
@@ -252,8 +256,10 @@ class Schema:
 
     # -- JSON ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The one JSON layout (also the CLI's ``--schema`` file): ``{"columns": {name: spec}}``."""
-        return {"columns": {n: c.to_dict() for n, c in self._columns.items()}}
+        """The one JSON layout (also the CLI's ``--schema`` file): ``{"columns": {name: spec},
+        "order": [names]}`` (``order`` keeps the column order through JSON writers that sort keys;
+        it may be left out of hand-written files)."""
+        return {"columns": {n: c.to_dict() for n, c in self._columns.items()}, "order": self.columns}
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
@@ -271,6 +277,11 @@ class Schema:
         cols = spec.get("columns") if isinstance(spec, dict) else None
         if not isinstance(cols, dict) or not cols:
             raise ValueError('a schema must be {"columns": {"name": spec, ...}} with at least one column')
+        order = spec.get("order")
+        if order is not None:
+            if not isinstance(order, list) or sorted(map(str, order)) != sorted(map(str, cols)):
+                raise ValueError(f"order ({order!r}) must list exactly the schema's columns")
+            cols = {str(n): cols[str(n)] for n in order}
         return cls(cols)
 
     @classmethod

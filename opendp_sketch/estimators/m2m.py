@@ -390,6 +390,8 @@ class M2M:
                 raise ValueError(f"the Polars expression could not be evaluated on columns {self.columns}: {e}") from None
             if out.height != ns:
                 raise ValueError(f"a Polars query must give one value per row (an elementwise expression), got {out.height} rows")
+            # a predicate on a null (a null category) is not true, as in SQL
+            out = out.with_columns(pl.col(pl.Boolean).fill_null(False))
             try:
                 F = out.cast(pl.Float64).to_numpy()
             except pl.exceptions.PolarsError:

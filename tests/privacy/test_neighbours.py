@@ -315,3 +315,53 @@ def test_cli_same_kind_of_outcome(base, kind, tmp_path, capsys):
         assert codes[1] != 0 and not (tmp_path / "s1.sketch").exists()
     else:
         assert codes[1] == 0
+
+
+# -- tables under a public schema: unknown categories and text too ---------------------------
+
+MIXED = dps.Schema({"x": (0.0, 1.0), "c": dps.Categorical(["a", "b"], null="category")})
+MIXED_KINDS = {
+    "null x": (None, "a"), "nan x": (math.nan, "a"), "+inf x": (math.inf, "a"), "-1e308 x": (-1e308, "a"),
+    "null c": (0.5, None), "unknown c": (0.5, "zzz"), "empty c": (0.5, ""),
+}
+
+
+def _mixed(n_extra: int = 0, row=None) -> pl.DataFrame:
+    rng = np.random.default_rng(3)
+    df = pl.DataFrame({"x": rng.uniform(0, 1, 40), "c": rng.choice(["a", "b"], 40)})
+    if row is not None:
+        df = pl.concat([df, pl.DataFrame({"x": [row[0]], "c": [row[1]]}, schema=df.schema)])
+    return df
+
+
+@pytest.mark.parametrize("kind", list(MIXED_KINDS))
+def test_table_measurement_releases_on_both_neighbours_within_sensitivity(kind):
+    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+
+    fm = dps.auto_feature_map(MIXED)
+    dom = table_domain(MIXED)
+    pair = make_table_sum_and_count(dom, dp.symmetric_distance(), fm)
+    meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=1.0)
+    a, b = _mixed(), _mixed(row=MIXED_KINDS[kind])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert isinstance(meas(a), dps.Sketch) and isinstance(meas(b), dps.Sketch)
+    (sa, na), (sb, nb) = pair(a), pair(b)
+    assert nb - na == 1
+    for p in (1, 2):
+        assert_within_sensitivity(fm, sa, sb, p)
+
+
+@pytest.mark.parametrize("kind", list(MIXED_KINDS))
+def test_schema_release_same_kind_of_outcome(kind):
+    """Nulls and unknown labels in ``c`` fall under its null rule (a null category): both
+    release. A null/NaN in ``x`` (no impute value) and ±inf are refused by the curator-side
+    check before anything is built; ±1e308 is clipped."""
+    assert isinstance(dps.release_sketch(_mixed(), schema=MIXED, epsilon=1.0), dps.Sketch)
+    try:
+        out = dps.release_sketch(_mixed(row=MIXED_KINDS[kind]), schema=MIXED, epsilon=1.0)
+    except ValueError as e:
+        assert not isinstance(e, dp.OpenDPException)
+        assert kind in ("null x", "nan x", "+inf x"), (kind, e)
+        return
+    assert isinstance(out, dps.Sketch) and kind not in ("null x", "nan x", "+inf x")

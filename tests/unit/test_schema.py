@@ -1,0 +1,202 @@
+"""The public table schema: parsing, JSON, encoding that never raises, the curator's checks, and
+releases of mixed-type tables from every input kind answered in the table's units and labels."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import opendp_sketch as dps
+from opendp_sketch.tables import as_frame
+
+SCHEMA = dps.Schema(
+    {
+        "age": dps.Numeric(18, 90, integer=True, impute=40),
+        "income": (0, 200_000),
+        "cut": dps.Categorical(["Fair", "Good", "Ideal"], null="category"),
+        "vip": dps.Boolean(null=False),
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def people() -> pl.DataFrame:
+    rng = np.random.default_rng(5)
+    n = 20_000
+    cut = rng.choice(["Fair", "Good", "Ideal"], size=n, p=[0.2, 0.3, 0.5])
+    income = np.exp(rng.normal(np.log(np.where(cut == "Ideal", 70_000, 45_000)), 0.4))
+    return pl.DataFrame(
+        {
+            "age": rng.integers(18, 91, n),
+            "income": np.minimum(income, 200_000),
+            "cut": cut,
+            "vip": rng.random(n) < 0.1,
+        }
+    )
+
+
+def test_shorthands_kinds_and_boxes():
+    s = dps.Schema({"x": (0, 10), "c": ["a", "b", "c"], "b": bool})
+    assert [type(s[c]).__name__ for c in s.columns] == ["Numeric", "Categorical", "Boolean"]
+    assert s.cardinalities == [None, 3, 2] and s.categorical == [1, 2]
+    lo, hi = s.bounds
+    assert lo.tolist() == [0, 0, 0] and hi.tolist() == [1, 2, 1]
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: {}, "non-empty"),
+        (lambda: {"x": (1, 1)}, "lower < upper"),
+        (lambda: {"x": (0, math.inf)}, "finite"),
+        (lambda: {"x": [18]}, "needs public bounds"),
+        (lambda: {"x": [False, True]}, "needs public bounds"),
+        (lambda: {"x": dps.Numeric(950, 1060, impute=0)}, r"impute \(0\) must lie in the column's public range"),
+        (lambda: {"c": dps.Categorical(["a", "a"])}, "distinct"),
+        (lambda: {"c": dps.Categorical(["a"], null="z")}, "one of the labels"),
+        (lambda: {"b": dps.Boolean(null="maybe")}, "must be None"),
+        (lambda: {"x": 3}, "not a column spec"),
+    ],
+)
+def test_bad_schemas_are_refused_with_the_fix(make, message):
+    with pytest.raises(ValueError, match=message):
+        dps.Schema(make())
+
+
+def test_json_round_trip_keeps_order_and_reads_the_old_cli_layout(tmp_path):
+    path = tmp_path / "s.json"
+    SCHEMA.to_json(path)
+    again = dps.Schema.from_json(path)
+    assert again == SCHEMA and again.columns == SCHEMA.columns
+    # sorted keys (as sketch files write them) still give the schema's order
+    assert dps.Schema.from_dict(json.loads(json.dumps(SCHEMA.to_dict(), sort_keys=True))).columns == SCHEMA.columns
+    old = dps.Schema.from_json('{"columns": {"age": [18, 90], "income": [0, 200000]}}')
+    assert old.columns == ["age", "income"] and old["age"] == dps.Numeric(18, 90)
+
+
+def test_encode_decode_round_trip():
+    batch = pl.DataFrame(
+        {"age": [18, 54, None], "income": [0.0, 100_000.0, float("nan")], "cut": ["Ideal", None, "Weird"],
+         "vip": [True, None, False]}
+    )
+    U = SCHEMA.encode(batch)
+    assert U.tolist() == [[0.0, 0.0, 2.0, 1.0], [0.5, 0.5, 3.0, 0.0], [22 / 72, 0.0, 3.0, 0.0]]
+    back = SCHEMA.decode(U[:2])
+    assert back.to_dicts() == [
+        {"age": 18, "income": 0.0, "cut": "Ideal", "vip": True},
+        {"age": 54, "income": 100_000.0, "cut": None, "vip": False},
+    ]
+
+
+VALUES = st.one_of(
+    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**18), 10**18),
+    st.sampled_from([1e308, -1e308, 0.0]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(age=st.lists(VALUES, min_size=1, max_size=5), text=st.lists(st.one_of(st.none(), st.text(max_size=5)), min_size=1, max_size=5))
+def test_encode_never_raises_and_stays_in_the_box(age, text):
+    """Inside a measurement: any value of the right columns maps into the public box."""
+    n = min(len(age), len(text))
+    batch = pl.DataFrame(
+        {"age": pl.Series([None if v is None else float(v) for v in age[:n]], dtype=pl.Float64),
+         "income": pl.Series([None if v is None else float(v) for v in age[:n]], dtype=pl.Float64),
+         "cut": pl.Series(text[:n], dtype=pl.String), "vip": pl.Series([None] * n, dtype=pl.Boolean)}
+    )
+    U = SCHEMA.encode(batch)
+    lo, hi = SCHEMA.bounds
+    assert U.shape == (n, 4) and np.isfinite(U).all() and (U >= lo).all() and (U <= hi).all()
+
+
+def test_check_refuses_what_the_rules_do_not_cover():
+    strict = dps.Schema({"x": (0, 1), "c": ["a", "b"]})
+    with pytest.raises(ValueError, match=r"columns \['x'\] contain nulls .* impute"):
+        strict.check(pl.DataFrame({"x": [0.5, None], "c": ["a", "b"]}))
+    with pytest.raises(ValueError, match=r"columns \['c'\] hold values that are not among their public labels"):
+        strict.check(pl.DataFrame({"x": [0.5, 0.2], "c": ["a", "zz"]}))
+    with pytest.raises(ValueError, match=r"columns \['x'\] contain infinite values"):
+        strict.check(pl.DataFrame({"x": [0.5, float("inf")], "c": ["a", "b"]}))
+    with pytest.raises(ValueError, match=r"columns do not fit the schema: x \(String"):
+        strict.check(pl.DataFrame({"x": ["text"], "c": ["a"]}))
+    with pytest.raises(ValueError, match=r"columns \['c'\] are not in the data"):
+        strict.check(pl.DataFrame({"x": [0.5]}))
+    strict.check(pl.DataFrame({"x": [7.0], "c": ["b"]}))  # out of range is clipped, not refused
+
+
+@pytest.mark.parametrize("kind", ["polars", "lazy", "pandas", "arrow", "dataset", "parquet", "csv", "numpy"])
+def test_every_input_kind_releases_the_same_exact_sum(people, kind, tmp_path):
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+
+    numeric = dps.Schema({"age": (18, 90), "income": (0, 200_000)})
+    frame = people.select("age", "income") if kind == "numpy" else people
+    schema = numeric if kind == "numpy" else SCHEMA
+    if kind == "polars":
+        data = frame
+    elif kind == "lazy":
+        data = frame.lazy()
+    elif kind == "pandas":
+        data = frame.to_pandas()
+    elif kind == "arrow":
+        data = frame.to_arrow()
+    elif kind == "dataset":
+        frame.write_parquet(tmp_path / "d.parquet", row_group_size=3000)
+        data = pads.dataset(tmp_path / "d.parquet")
+    elif kind == "parquet":
+        frame.write_parquet(tmp_path / "d.parquet", row_group_size=3000)
+        data = str(tmp_path / "d.parquet")
+    elif kind == "csv":
+        frame.write_csv(tmp_path / "d.csv")
+        data = str(tmp_path / "d.csv")
+    else:
+        data = frame.to_numpy().astype(np.float64)
+    fm = dps.auto_feature_map(schema)
+    import opendp.prelude as dp
+
+    t = make_table_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm, batch_rows=4096)
+    total, n = t(data)
+    expected = fm.fixed_sum(schema.encode(frame))
+    assert n == people.height and np.array_equal(total, expected)
+    assert isinstance(pa.__version__, str)
+
+
+def test_release_answers_in_user_units_and_labels(people):
+    sk = dps.release_sketch(people, schema=SCHEMA, epsilon=1.0)
+    assert sk.schema == SCHEMA.to_dict() and sk.column_names == SCHEMA.columns
+    est = dps.M2M(sk)
+    means = dict(zip(est.columns, est.mean()))
+    assert abs(means["age"] - people["age"].mean()) / people["age"].mean() < 0.03
+    assert abs(means["income"] - people["income"].mean()) / people["income"].mean() < 0.03
+    assert math.isnan(means["cut"])
+    shares = dict(est.shares("cut").iter_rows())
+    truth = dict(people["cut"].value_counts(normalize=True).iter_rows())
+    assert all(abs(shares[k] - truth[k]) < 0.01 for k in truth)
+    by = {k: v for k, v, _ in est.group_mean("cut", "income").iter_rows()}
+    true_by = dict(people.group_by("cut").agg(pl.col("income").mean()).iter_rows())
+    assert all(abs(by[k] - true_by[k]) / true_by[k] < 0.05 for k in true_by)
+    count = est.count((pl.col("cut") == "Ideal") & (pl.col("age") > 40))
+    true_count = people.filter((pl.col("cut") == "Ideal") & (pl.col("age") > 40)).height
+    assert abs(count - true_count) / people.height < 0.01
+    sample = est.sample(100, seed=1)
+    assert sample.schema["cut"] == pl.Enum(["Fair", "Good", "Ideal"]) and sample.schema["age"] == pl.Int64
+
+
+def test_schema_release_refuses_before_reading_when_arguments_conflict(people):
+    with pytest.raises(ValueError, match="drop bounds="):
+        dps.release_sketch(people, bounds=(0, 1), schema=SCHEMA, epsilon=1.0)
+    with pytest.raises(ValueError, match="give a schema"):
+        dps.release_sketch(people, epsilon=1.0)
+    with pytest.raises(ValueError, match="data must be a numpy array, a Polars"):
+        dps.release_sketch({"a": 1}, schema=SCHEMA, epsilon=1.0)
+    with pytest.raises(ValueError, match="no rows|empty"):
+        dps.release_sketch(people.head(0), schema=SCHEMA, epsilon=1.0)
+    assert isinstance(as_frame(people), pl.LazyFrame)
