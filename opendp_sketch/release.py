@@ -441,6 +441,26 @@ def search_measurement(
         ) from None
 
 
+def warn_if_noise_swamps(budget: Budget, d_in: int, feature_map: FeatureMap, rows: int) -> None:
+    """Warn the curator, before anything is released, when the noise of the planned release
+    would exceed the largest signal ``rows`` rows can give (``‖Σ Φ(x_i)‖₂ ≤ n·Δ₂``): every
+    estimate would then be mostly noise. Runs on the curator's side only; ``rows`` is never
+    released."""
+    scale = budget.reference_scale(d_in, feature_map.sensitivity(budget.p))
+    per_coordinate = scale * math.sqrt(2.0) if budget.p == 1 else scale  # Laplace std = √2·scale
+    noise = per_coordinate * math.sqrt(feature_map.num_features)
+    signal = rows * feature_map.sensitivity(2)
+    if noise > signal:
+        import warnings
+
+        warnings.warn(
+            f"at this budget the noise (norm ≈ {noise:.3g}) exceeds the largest signal {rows} rows can give "
+            f"(≤ {signal:.3g}): every estimate will be mostly noise. Raise the budget or release a smaller "
+            "map (plan with dps.suggest_sketch_size); with warnings as errors the release is refused here",
+            stacklevel=3,
+        )
+
+
 def release_once(meas: dp.Measurement, data: Any, budget: Budget, d_in: int) -> Any:
     """Run ``meas`` on ``data`` once and record, in each released sketch, what was spent."""
     out = meas(data)
@@ -633,6 +653,7 @@ def release_sketch(
         return source >> then_private_sketch(budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
 
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    warn_if_noise_swamps(budget, contributions, feature_map, X.shape[0])
     return release_once(meas, X, budget, contributions)
 
 
@@ -705,6 +726,7 @@ def _release_table(
         )
 
     meas = search_measurement(build, budget, contributions, fm.sensitivity(budget.p))
+    warn_if_noise_swamps(budget, contributions, fm, rows)
     if progress is None:
         return release_once(meas, frame, budget, contributions)
     done = 0
@@ -773,6 +795,7 @@ def _release_frame(
         )
 
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    warn_if_noise_swamps(budget, contributions, feature_map, rows)
     if progress is None:
         return release_once(meas, frame, budget, contributions)
     done = 0

@@ -592,3 +592,19 @@ def test_release_with_a_jl_projection(rng):
         dps.release_sketch(X, dps.ByClass(fm, 2), bounds=(-1, 1), epsilon=1.0, projection=dps.JLProjection(40, 9))
     with pytest.raises(ValueError, match="must be a JLProjection"):
         dps.release_sketch(X, fm, bounds=(-1, 1), epsilon=1.0, projection="jl")
+
+
+def test_a_release_whose_noise_swamps_the_data_warns_before_releasing(monkeypatch):
+    import warnings as _w
+
+    X = np.random.default_rng(0).uniform(size=(1000, 2))
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=2)
+    released = []
+    real = dps.release.release_once
+    monkeypatch.setattr(dps.release, "release_once", lambda *a: released.append(1) or real(*a))
+    with _w.catch_warnings():
+        _w.simplefilter("error")
+        dps.release_sketch(X, fm, (0, 1), epsilon=1.0)  # a sensible budget: silent
+        with pytest.raises(UserWarning, match="mostly noise"):
+            dps.release_sketch(X, fm, (0, 1), epsilon=1e-6)
+    assert released == [1]  # the warning came before the noisy release (here raised: nothing released)
