@@ -128,8 +128,12 @@ def spark_box_domain(
     if len(names) != lo.size or len(set(names)) != len(names):
         raise ValueError(f"column_names ({list(names)}) must be {lo.size} distinct names")
     desc = SparkBoxDomain(
-        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=lo.size,
-        column_names=names, nan=nan, inf=inf,
+        lower=tuple(lo.tolist()),
+        upper=tuple(hi.tolist()),
+        num_columns=lo.size,
+        column_names=names,
+        nan=nan,
+        inf=inf,
     )
 
     def _member(x: Any) -> bool:
@@ -195,8 +199,12 @@ def _stack(batches: list[Any], size: int, d: int) -> np.ndarray:
 
 
 def _partition_stats(
-    batches: Iterator[Any], spec: str, lo: tuple[float, ...], hi: tuple[float, ...],
-    fill: tuple[float, ...] | None, n_jobs: int | None,
+    batches: Iterator[Any],
+    spec: str,
+    lo: tuple[float, ...],
+    hi: tuple[float, ...],
+    fill: tuple[float, ...] | None,
+    n_jobs: int | None,
 ) -> Iterator[Any]:
     """One Arrow row ``(Σ q(x) as decimal text, rows, has null/NaN, has ±inf)`` per partition.
 
@@ -250,8 +258,12 @@ def _sum_and_count(
         for j, c in enumerate(desc.column_names)
     ]
     task = functools.partial(
-        _partition_stats, spec=spec, lo=desc.lower, hi=desc.upper,
-        fill=None if fill is None else tuple(fill.tolist()), n_jobs=n_jobs,
+        _partition_stats,
+        spec=spec,
+        lo=desc.lower,
+        hi=desc.upper,
+        fill=None if fill is None else tuple(fill.tolist()),
+        n_jobs=n_jobs,
     )
     results = data.select(*cols).mapInArrow(task, _RESULT_SCHEMA).collect()
     if found is not None:
@@ -265,6 +277,7 @@ def _sum_and_count(
 
 
 # -- transformations --------------------------------------------------------------------------
+
 
 def _check_impute(impute: Any, desc: SparkBoxDomain, input_domain: dp.Domain) -> np.ndarray | None:
     if impute is None:
@@ -393,6 +406,7 @@ then_spark_feature_sum = to_then(make_spark_feature_sum)
 
 # -- curator-side checks of a one-call release ----------------------------------------------
 
+
 def check_spark_frame(data: Any, d: int, column_names: Sequence[str] | None) -> list[str]:
     """Structural checks of a Spark DataFrame from its schema (no job runs); returns the column
     names to read. Errors name columns and types, never data values."""
@@ -415,6 +429,7 @@ def check_spark_frame(data: Any, d: int, column_names: Sequence[str] | None) -> 
 
 
 # -- the release layer's Spark entry points (noise: opendp_sketch.release only) ---------------
+
 
 def make_private_spark_sketch(
     input_domain: dp.Domain,
@@ -459,7 +474,9 @@ def make_private_spark_sketch(
     key = ("spark", str(input_domain), str(input_metric), repr(impute), n_jobs)
     cache = feature_map.__dict__.setdefault("_source_cache", {})
     if key not in cache:
-        cache[key] = make_spark_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+        cache[key] = make_spark_sum_and_count(
+            input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs
+        )
     pair = cache[key]
     fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
     return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, fraction)
@@ -523,7 +540,9 @@ def release_spark_sketch(
     names = check_spark_frame(data, feature_map.input_dim, column_names)
     lo, hi = box_data_bounds(bounds, feature_map)
     domain = spark_box_domain((lo, hi), column_names=names, nan=impute is not None, inf=False)
-    pair = make_spark_sum_and_count(domain, dp.symmetric_distance(), feature_map, impute=impute, n_jobs=n_jobs)
+    pair = make_spark_sum_and_count(
+        domain, dp.symmetric_distance(), feature_map, impute=impute, n_jobs=n_jobs
+    )
 
     def build(scale: float) -> dp.Measurement:
         return make_noisy_sketch(pair, budget.measure, feature_map, scale, fraction)

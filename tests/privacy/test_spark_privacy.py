@@ -97,7 +97,9 @@ def _frame(spark, X: np.ndarray, null_last: bool = False):
     rows = [tuple(float(v) for v in r) for r in X]
     if null_last:
         rows[-1] = (None, *rows[-1][1:])
-    return spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), ", ".join(f"{c} double" for c in NAMES))
+    return spark.createDataFrame(
+        spark.sparkContext.parallelize(rows, 3), ", ".join(f"{c} double" for c in NAMES)
+    )
 
 
 def _neighbour(spark, base: np.ndarray, kind: str):
@@ -112,7 +114,8 @@ def base_sums(spark, base) -> dict[str, list[int]]:
     dom = dps.spark_box_domain(BOX, NAMES)
     df = _frame(spark, base)
     return {
-        name: list(dps.make_spark_feature_sum(dom, dp.symmetric_distance(), fm)(df)) for name, fm in _maps().items()
+        name: list(dps.make_spark_feature_sum(dom, dp.symmetric_distance(), fm)(df))
+        for name, fm in _maps().items()
     }
 
 
@@ -140,8 +143,10 @@ def test_neighbour_sums_within_sensitivity(spark, base, base_sums, name, kind):
 def base_releases(spark, base) -> dict:
     """The one-call release on the base dataset, with and without impute (it must release)."""
     fm = _maps()["histogram"]
-    return {impute: dps.release_spark_sketch(_frame(spark, base), fm, BOX, epsilon=1.0, impute=impute)
-            for impute in (None, 0.25)}
+    return {
+        impute: dps.release_spark_sketch(_frame(spark, base), fm, BOX, epsilon=1.0, impute=impute)
+        for impute in (None, 0.25)
+    }
 
 
 @pytest.mark.parametrize("impute", [None, 0.25])

@@ -89,8 +89,10 @@ def _maps() -> dict[str, dps.FeatureMap]:
         "RandomQuadratic": dps.RandomQuadratic(dim=D, num_features=20, radius=1.5, seed=5),
         "ByClass": dps.ByClass(dps.RFF(dim=D - 1, num_features=12, seed=6), num_classes=3),
         "Marginals": dps.Marginals(([BOX[0]] * D, [BOX[1]] * D), [0, 1, (0, 2), (2, 1, 0)], bins=4),
-        "Composite": dps.Composite([dps.Histogram(bounds=BOX, bins=4, dim=D),
-                                    dps.RFF(dim=D, num_features=8, bandwidth=0.5, seed=7)], [1.0, 0.4]),
+        "Composite": dps.Composite(
+            [dps.Histogram(bounds=BOX, bins=4, dim=D), dps.RFF(dim=D, num_features=8, bandwidth=0.5, seed=7)],
+            [1.0, 0.4],
+        ),
     }
 
 
@@ -121,8 +123,11 @@ def test_every_registered_map_is_covered():
             yield sub
             yield from subclasses(sub)
 
-    package = {c.__name__ for c in subclasses(dps.FeatureMap)
-               if c.__module__.startswith("opendp_sketch.") and not inspect.isabstract(c)}
+    package = {
+        c.__name__
+        for c in subclasses(dps.FeatureMap)
+        if c.__module__.startswith("opendp_sketch.") and not inspect.isabstract(c)
+    }
     assert package - {"OneHotFeatureMap"} <= set(_maps())
 
 
@@ -146,7 +151,9 @@ def test_feature_sum_matches_make_feature_sum(spark, p, rng):
     fm = _maps()["RFF"]
     X = _data(rng)
     lo, hi = box_data_bounds(BOX, fm)
-    t_spark = dps.make_spark_feature_sum(dps.spark_box_domain((lo, hi), NAMES), dp.symmetric_distance(), fm, p=p)
+    t_spark = dps.make_spark_feature_sum(
+        dps.spark_box_domain((lo, hi), NAMES), dp.symmetric_distance(), fm, p=p
+    )
     t_np = dps.make_feature_sum(dps.box_domain((lo, hi)), dp.symmetric_distance(), fm, p=p, fixed_point=True)
     assert list(t_spark(_frame(spark, X, 2))) == _in_memory_sum(fm, X, p)
     assert t_spark.output_metric == t_np.output_metric and t_spark.output_domain == t_np.output_domain
@@ -175,9 +182,12 @@ def test_null_nan_and_inf_never_raise_and_follow_the_public_rule(spark, rng):
 @pytest.mark.parametrize("scale", [0.0, 0.3, 5.0])
 def test_privacy_map_equals_numpy_measurement(measure, scale):
     fm = _maps()["RFF"]
-    m_spark = dps.make_private_spark_sketch(dps.spark_box_domain(BOX, NAMES), dp.symmetric_distance(),
-                                            measure, fm, scale)
-    m_np = dps.make_private_sketch(dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale)
+    m_spark = dps.make_private_spark_sketch(
+        dps.spark_box_domain(BOX, NAMES), dp.symmetric_distance(), measure, fm, scale
+    )
+    m_np = dps.make_private_sketch(
+        dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale
+    )
     for d_in in (0, 1, 3):
         assert m_spark.map(d_in) == m_np.map(d_in)
 
@@ -224,14 +234,27 @@ def test_release_matches_release_sketch_in_one_job(spark, budget, rng, jobs, spy
 
 
 def test_release_selects_and_casts_columns(spark, rng, jobs):
-    from pyspark.sql.types import (BooleanType, DecimalType, DoubleType, IntegerType, StringType, StructField,
-                                   StructType)
+    from pyspark.sql.types import (
+        BooleanType,
+        DecimalType,
+        DoubleType,
+        IntegerType,
+        StringType,
+        StructField,
+        StructType,
+    )
 
     fm = dps.Histogram(bounds=(0.0, 4.0), bins=4, dim=3)
     X = np.column_stack([rng.uniform(0, 4, 50), rng.integers(0, 4, 50), rng.integers(0, 2, 50)])
-    schema = StructType([StructField("note", StringType()), StructField("x.y", DoubleType()),
-                         StructField("k", IntegerType()), StructField("flag", BooleanType()),
-                         StructField("dec", DecimalType(10, 3))])
+    schema = StructType(
+        [
+            StructField("note", StringType()),
+            StructField("x.y", DoubleType()),
+            StructField("k", IntegerType()),
+            StructField("flag", BooleanType()),
+            StructField("dec", DecimalType(10, 3)),
+        ]
+    )
     rows = [("n", float(a), int(b), bool(c), decimal.Decimal("1.250")) for a, b, c in X]
     df = spark.createDataFrame(rows, schema)
     names = ["x.y", "k", "flag"]
@@ -273,7 +296,10 @@ def test_bad_structure_refused_from_the_schema(spark, secret, jobs, spy_release)
     twice = df.select("a", "b", df["c"].alias("a"))
     cases = [
         (lambda: dps.release_spark_sketch(np.zeros((10, D)), fm, BOX, epsilon=1.0), "pyspark.sql.DataFrame"),
-        (lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]), "not in the data"),
+        (
+            lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]),
+            "not in the data",
+        ),
         (lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
         (lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
         (lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b"]), "expects 3"),
@@ -282,8 +308,14 @@ def test_bad_structure_refused_from_the_schema(spark, secret, jobs, spy_release)
         (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX), "exactly one"),
         (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=-1.0), "epsilon"),
         (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, impute=np.nan), "impute"),
-        (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, contributions=0), "contributions"),
-        (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, count_fraction=1.0), "count_fraction"),
+        (
+            lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, contributions=0),
+            "contributions",
+        ),
+        (
+            lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, count_fraction=1.0),
+            "count_fraction",
+        ),
         (lambda: dps.release_spark_sketch(df.drop("s"), "fm", BOX, epsilon=1.0), "feature map"),
     ]
     for call, message in cases:
