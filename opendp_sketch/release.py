@@ -36,7 +36,7 @@ from .features.byclass import ByClass
 from .schema import Schema
 from .sketch import Sketch, discrete_laplace_variance
 from .streaming import bad_value_counts, frame_box_domain, make_frame_sum_and_count, report_progress, scan
-from .transformations import make_box_clip, make_sum_and_count, pair_parts
+from .transformations import make_box_clip, make_clamped_sum_and_count, make_sum_and_count, pair_parts
 
 __all__ = [
     "Budget",
@@ -177,6 +177,8 @@ def make_noisy_sketch(
     feature_map: FeatureMap,
     scale: float,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
+    bounds: tuple[list[float], list[float]] | None = None,
+    column_names: Sequence[str] | None = None,
 ) -> dp.Measurement:
     r"""From a backend's exact ``(Σ q(x_i), n)`` pair to a noisy :class:`~opendp_sketch.Sketch`.
 
@@ -193,6 +195,8 @@ def make_noisy_sketch(
     :param feature_map: the public feature map the pair sums
     :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)`` (0: no noise, infinite loss)
     :param count_fraction: share of the loss spent on the count, in ``(0, 1)``
+    :param bounds: the public box recorded in the sketch (default: the input domain's)
+    :param column_names: the names recorded in the sketch (default: the input domain's)
     :return: a Measurement from the pair's output to a :class:`~opendp_sketch.Sketch`
     :example:
 
@@ -234,7 +238,7 @@ def make_noisy_sketch(
             noisy = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
         except dp.OpenDPException as e:  # e.g. a loss that overflows at a subnormal scale
             raise ValueError(f"scale ({scale!r}) is outside the range OpenDP can account for ({e.variant})") from None
-    desc = descriptor_of(pair.input_domain)
+    desc = descriptor_of(pair.input_domain) if bounds is None else None
     unit = feature_map.unit
     if mechanism == "laplace":
         sum_var = discrete_laplace_variance(int_scale) * unit**2
@@ -257,8 +261,10 @@ def make_noisy_sketch(
     except dp.OpenDPException as e:
         raise ValueError(f"the privacy loss at noise scale {int_scale * unit!r} is not representable ({e.variant})") from None
     record = {"measure": "MaxDivergence" if mechanism == "laplace" else "ZeroConcentratedDivergence", "d_in": 1, "loss": loss}
-    bounds = (list(desc.lower), list(desc.upper))
-    names = None if desc.column_names is None else list(desc.column_names)
+    if desc is not None:
+        bounds = (list(desc.lower), list(desc.upper))
+        column_names = desc.column_names
+    names = None if column_names is None else list(column_names)
     schema = desc.schema.to_dict() if isinstance(desc, TableDomain) else None
 
     def pack(released: list[Any]) -> Sketch:
@@ -506,12 +512,22 @@ def to_array(data: Any, column_names: Sequence[str] | None) -> tuple[np.ndarray,
     return data.astype(np.float64, copy=False), None if column_names is None else list(column_names)
 
 
-def check_finite(X: np.ndarray, impute: Any) -> None:
-    """The curator-side rule for in-memory data: NaN needs ``impute``; ±inf is refused."""
-    if impute is None and not np.isfinite(X).all():
-        raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
-    if impute is not None and np.isinf(X).any():
-        raise ValueError("data contains infinite values; impute replaces NaN only")
+def _check_rows(X: np.ndarray, d: int, what: str) -> None:
+    if X.shape[1] != d:
+        raise ValueError(f"data has {X.shape[1]} columns but {what} expects {d}")
+    if X.shape[0] == 0:
+        raise ValueError("data is empty (0 rows)")
+
+
+def check_finite(X: np.ndarray, impute: Any, block_rows: int = 1 << 16) -> None:
+    """The curator-side rule for in-memory data: NaN needs ``impute``; ±inf is refused.
+    Checked in blocks of rows, so no full-size temporary is made."""
+    for s in range(0, X.shape[0], block_rows):
+        block = X[s : s + block_rows]
+        if impute is None and not np.isfinite(block).all():
+            raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
+        if impute is not None and np.isinf(block).any():
+            raise ValueError("data contains infinite values; impute replaces NaN only")
 
 
 def memory_source(
@@ -531,11 +547,7 @@ def memory_source(
                 f"the projection outputs {projection.output_dim} columns but the feature map expects {feature_map.input_dim}"
             )
     d = feature_map.input_dim if projection is None else projection.input_dim
-    if X.shape[1] != d:
-        what = "the feature map" if projection is None else "the projection"
-        raise ValueError(f"data has {X.shape[1]} columns but {what} expects {d}")
-    if X.shape[0] == 0:
-        raise ValueError("data is empty (0 rows)")
+    _check_rows(X, d, "the feature map" if projection is None else "the projection")
     lo, hi = box_data_bounds(bounds, feature_map) if projection is None else check_bounds(bounds, d)
     check_finite(X, impute)
     in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
@@ -647,10 +659,28 @@ def release_sketch(
             data, feature_map, bounds, budget, contributions, count_fraction, impute, column_names, chunk_rows, n_jobs,
             progress,
         )
-    X, source = memory_source(data, feature_map, bounds, impute, column_names, projection)
+    if projection is not None:
+        X, source = memory_source(data, feature_map, bounds, impute, column_names, projection)
 
-    def build(scale: float) -> dp.Measurement:
-        return source >> then_private_sketch(budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+        def build(scale: float) -> dp.Measurement:
+            return source >> then_private_sketch(budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+
+    else:
+        # no clipped copy of the table: every chunk is clipped inside the exact sum
+        X, names = to_array(data, column_names)
+        lo, hi = box_data_bounds(bounds, feature_map)
+        _check_rows(X, feature_map.input_dim, "the feature map")
+        if names is not None and len(names) != X.shape[1]:  # the sketch records them: checked before building
+            raise ValueError(f"column_names ({list(names)}) must be {X.shape[1]} distinct names")
+        check_finite(X, impute)
+        in_domain = dp.numpy.array2_domain(num_columns=X.shape[1], T=float, nan=impute is not None)
+        pair = make_clamped_sum_and_count(
+            in_domain, dp.symmetric_distance(), feature_map, (lo, hi), impute=impute, chunk_rows=chunk_rows, n_jobs=n_jobs
+        )
+        record = ([float(v) for v in lo], [float(v) for v in hi])
+
+        def build(scale: float) -> dp.Measurement:
+            return pair >> make_noisy_sketch(pair, budget.measure, feature_map, scale, count_fraction, record, names)
 
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
     warn_if_noise_swamps(budget, contributions, feature_map, X.shape[0])

@@ -16,6 +16,7 @@ from opendp.extras._utilities import to_then
 
 from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
 from .domains import box_descriptor, box_domain
+from ._fixed import Accumulator
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "then_feature_sum",
     "make_row_count",
     "make_sum_and_count",
+    "make_clamped_sum_and_count",
     "integer_sum_transformation",
     "count_transformation",
     "pair_transformation",
@@ -297,5 +299,66 @@ def make_sum_and_count(
     def function(x: np.ndarray) -> tuple[np.ndarray, int]:
         total = feature_map._accumulate(x, (lo, hi), chunk_rows, n_jobs).clipped(I64_MAX)
         return total, min(int(np.shape(x)[0]), I64_MAX)
+
+    return pair_transformation(input_domain, input_metric, feature_map, function)
+
+
+#: rows imputed at a time by :func:`make_clamped_sum_and_count` (bounded extra memory)
+_IMPUTE_BLOCK_ROWS = 1 << 16
+
+
+def make_clamped_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    bounds: Any,
+    impute: float | Sequence[float] | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Transformation:
+    """The numpy backend without a clipped copy: the exact pair ``(Σ q(clamp(x_i)), n)`` of any
+    float64 array, each chunk clipped into the public box inside the sum.
+
+    Equal to ``make_box_clip >> make_sum_and_count`` (row-wise clip, then the sum), but the table
+    is never copied: NaN reads as the public ``impute`` value (imputed in blocks of rows) or,
+    without one, the lower bound; ``±inf`` and out-of-box values are clipped. Never raises on
+    values.
+
+    :param input_domain: ``dp.numpy.array2_domain(num_columns=d, T=float)``
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.transformations import make_clamped_sum_and_count
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
+    >>> t = make_clamped_sum_and_count(dp.numpy.array2_domain(num_columns=1, T=float, nan=True),
+    ...                                dp.symmetric_distance(), fm, (0.0, 1.0), impute=0.9)
+    >>> s, n = t(np.array([[0.1], [-5.0], [np.nan], [np.inf]]))
+    >>> s.tolist(), n
+    ([2, 2], 4)
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    desc: Any = getattr(input_domain, "descriptor", None)
+    if type(desc).__name__ != "NPArray2Domain" or desc.T != "f64":
+        raise ValueError(f"input_domain ({input_domain}) must be dp.numpy.array2_domain(T=float)")
+    require_symmetric(input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    lo, hi = check_bounds(bounds, feature_map.input_dim)
+    if desc.num_columns is not None and desc.num_columns != lo.size:
+        raise ValueError(f"bounds have {lo.size} columns but input_domain has {desc.num_columns}")
+    fill = None if impute is None else impute_values(impute, lo.size)
+    check_chunking(chunk_rows, n_jobs)
+
+    def function(x: np.ndarray) -> tuple[np.ndarray, int]:
+        if fill is None:  # the per-chunk clip sends NaN to the lower bound
+            total = feature_map._accumulate(x, (lo, hi), chunk_rows, n_jobs)
+        else:
+            total = Accumulator(feature_map.num_features)
+            for s in range(0, x.shape[0], _IMPUTE_BLOCK_ROWS):
+                block = x[s : s + _IMPUTE_BLOCK_ROWS]
+                block = np.where(np.isnan(block), fill, block)
+                total.add_exact(feature_map._accumulate(block, (lo, hi), chunk_rows, n_jobs).total())
+        return total.clipped(I64_MAX), min(int(x.shape[0]), I64_MAX)
 
     return pair_transformation(input_domain, input_metric, feature_map, function)
