@@ -35,7 +35,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from ..features.base import _single_threaded_blas
+from ..features.base import single_threaded_blas
 from ..features.moments import RandomQuadratic
 from ..sketch import Sketch
 
@@ -209,7 +209,7 @@ class CompressivePCA:
             return 0.5 * float(r @ r) / m, np.append(grad_v.ravel(), 2.0 * t * float(r @ norms) / m)
 
         opts = {"maxiter": int(self.max_iter), "gtol": 1e-12}
-        with _single_threaded_blas():  # tiny products: BLAS threads only add overhead and contention
+        with single_threaded_blas():  # tiny products: BLAS threads only add overhead and contention
             fits = [scipy.optimize.minimize(loss, v0, jac=True, method="L-BFGS-B", options=opts) for v0 in starts]
         best = min(fits, key=lambda r: r.fun)
         V, t = best.x[:-1].reshape(d, k), best.x[-1]

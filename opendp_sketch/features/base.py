@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from .._fixed import Accumulator, sqrt_up
+from .._validate import check_positive_int
 
 __all__ = ["FeatureMap", "feature_map_from_dict", "register_feature_map", "scratch_array"]
 
@@ -124,7 +125,7 @@ def _usable_cpus() -> int:
 _BLAS_CONTROLLER: Any = None
 
 
-def _single_threaded_blas() -> Any:
+def single_threaded_blas() -> Any:
     """Context manager limiting BLAS to one thread (the controller is built once: it is slow)."""
     global _BLAS_CONTROLLER
     if _BLAS_CONTROLLER is None:
@@ -134,26 +135,7 @@ def _single_threaded_blas() -> Any:
     return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
 
-def _check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} ({value!r}) must be a positive integer")
-    return int(value)
 
-
-def _check_positive_float(value: Any, name: str) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} ({value!r}) must be a positive finite number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} ({value!r}) must be a positive finite number")
-    return v
-
-
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed ({seed!r}) must be a non-negative integer")
-    return int(seed)
 
 
 class FeatureMap(ABC):
@@ -321,7 +303,7 @@ class FeatureMap(ABC):
         jobs = max(1, min(jobs, -(-n // chunk_rows)))
         # chunk products are small: BLAS threads would only oversubscribe the cores our own
         # workers use (measured: 2x slower on 2 cores), so BLAS runs single-threaded here
-        with _single_threaded_blas():
+        with single_threaded_blas():
             if jobs == 1:
                 return worker()
             # numpy releases the GIL in its kernels; each thread pulls chunks and keeps its own
@@ -335,7 +317,7 @@ class FeatureMap(ABC):
 
     def _chunk_rows(self, chunk_rows: int) -> int:
         """``chunk_rows`` capped so chunk sums cannot overflow and work arrays stay in cache."""
-        chunk_rows = _check_positive_int(chunk_rows, "chunk_rows")
+        chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
         # a chunk's int64 column sums stay below 2^62, whatever the map's integer range
         chunk_rows = min(chunk_rows, max(1, (1 << 62) // max(1, self._int_bound(1))))
         # and a chunk's working arrays stay near CHUNK_ENTRIES entries per thread, whatever m is

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .base import FeatureMap, _check_positive_int, register_feature_map
+from .._validate import check_positive_int
+from .base import FeatureMap, register_feature_map
 
 __all__ = ["ByClass"]
 
@@ -42,7 +43,7 @@ class ByClass(FeatureMap):
         if not isinstance(feature_map, FeatureMap) or isinstance(feature_map, ByClass):
             raise ValueError(f"feature_map ({feature_map!r}) must be a feature map other than ByClass")
         self.feature_map = feature_map
-        self.num_classes = _check_positive_int(num_classes, "num_classes")
+        self.num_classes = check_positive_int(num_classes, "num_classes")
         self.dim = feature_map.dim
         self.block_size = feature_map.num_features + 1
         self.num_features = self.num_classes * self.block_size

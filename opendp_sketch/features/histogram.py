@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .._bounds import check_bounds
-from .base import OneHotFeatureMap, _check_positive_int, register_feature_map
+from .._validate import check_bounds, check_positive_int
+from .base import OneHotFeatureMap, register_feature_map
 
 __all__ = ["Histogram", "DyadicTrees"]
 
@@ -102,7 +102,7 @@ class DyadicTrees(OneHotFeatureMap):
     def __init__(self, bounds: Any, levels: int = 10, dim: int | None = None) -> None:
         self.lower, self.upper = check_bounds(bounds, dim)
         self.dim = self.lower.size
-        self.levels = _check_positive_int(levels, "levels")
+        self.levels = check_positive_int(levels, "levels")
         if self.levels > 24:
             raise ValueError(f"levels ({levels}) must be at most 24")
         self.nodes_per_tree = (1 << (self.levels + 1)) - 1

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._bounds import check_bounds
-from .base import OneHotFeatureMap, _check_positive_int, register_feature_map
+from .._validate import check_bounds, check_positive_int
+from .base import OneHotFeatureMap, register_feature_map
 
 __all__ = ["Marginals", "MarginalBlock"]
 
@@ -337,9 +337,9 @@ class Marginals(OneHotFeatureMap):
         lo, hi = check_bounds(bounds, dim)
         d = lo.size
         cats = _parse_categorical(categorical, lo, hi)
-        fine = _check_positive_int(fine_bins, "fine_bins")
-        coarse = _check_positive_int(coarse_bins, "coarse_bins")
-        budget = _check_positive_int(max_cells, "max_cells")
+        fine = check_positive_int(fine_bins, "fine_bins")
+        coarse = check_positive_int(coarse_bins, "coarse_bins")
+        budget = check_positive_int(max_cells, "max_cells")
         ones = [cats.get(j, fine) for j in range(d)]
         if sum(ones) > budget:
             raise ValueError(f"max_cells ({max_cells}) is below the {sum(ones)} cells of the 1-way marginals")

@@ -19,13 +19,8 @@ from .._fixed import (
     quantize_rows,
     rowwise_sq_norm,
 )
-from .base import (
-    FeatureMap,
-    _check_positive_float,
-    _check_positive_int,
-    _check_seed,
-    register_feature_map,
-)
+from .._validate import check_positive_float, check_positive_int, check_seed
+from .base import FeatureMap, register_feature_map
 
 __all__ = ["Moments", "RandomQuadratic"]
 
@@ -100,11 +95,11 @@ class Moments(FeatureMap):
     kernel_name = "first and second moments"
 
     def __init__(self, dim: int, radius: float, center: Any = None, squared_norm: bool = True) -> None:
-        self.dim = _check_positive_int(dim, "dim")
+        self.dim = check_positive_int(dim, "dim")
         if not isinstance(squared_norm, bool):
             raise ValueError(f"squared_norm ({squared_norm!r}) must be True or False")
         self.squared_norm = squared_norm
-        self.radius = _check_positive_float(radius, "radius")
+        self.radius = check_positive_float(radius, "radius")
         try:
             c = np.zeros(self.dim) if center is None else np.asarray(center, dtype=np.float64)
         except (TypeError, ValueError):
@@ -182,10 +177,10 @@ class RandomQuadratic(FeatureMap):
     kernel_name = "random quadratic projections"
 
     def __init__(self, dim: int, num_features: int, radius: float = 1.0, seed: int = 0) -> None:
-        self.dim = _check_positive_int(dim, "dim")
-        self.num_features = _check_positive_int(num_features, "num_features")
-        self.radius = _check_positive_float(radius, "radius")
-        self.seed = _check_seed(seed)
+        self.dim = check_positive_int(dim, "dim")
+        self.num_features = check_positive_int(num_features, "num_features")
+        self.radius = check_positive_float(radius, "radius")
+        self.seed = check_seed(seed)
         rng = np.random.default_rng(self.seed)
         omega = rng.standard_normal((self.dim, self.num_features)) / math.sqrt(self.num_features)
         self.projections = quantize_columns(omega, exact_bits(self.dim))

@@ -8,13 +8,8 @@ import numpy as np
 from scipy.special import ndtr
 
 from .._fixed import exact_bits, exact_matmul, quantize_columns, quantize_rows
-from .base import (
-    OneHotFeatureMap,
-    _check_positive_float,
-    _check_positive_int,
-    _check_seed,
-    register_feature_map,
-)
+from .._validate import check_positive_float, check_positive_int, check_seed
+from .base import OneHotFeatureMap, register_feature_map
 
 __all__ = ["RACE"]
 
@@ -72,17 +67,17 @@ class RACE(OneHotFeatureMap):
         hashes_per_row: int | None = None,
         seed: int = 0,
     ) -> None:
-        self.dim = _check_positive_int(dim, "dim")
-        self.rows = _check_positive_int(rows, "rows")
-        self.buckets = _check_positive_int(buckets, "buckets")
+        self.dim = check_positive_int(dim, "dim")
+        self.rows = check_positive_int(rows, "rows")
+        self.buckets = check_positive_int(buckets, "buckets")
         if family not in _FAMILIES:
             raise ValueError(f"family ({family!r}) must be one of {_FAMILIES}")
         self.family = family
-        self.bucket_width = _check_positive_float(bucket_width, "bucket_width")
+        self.bucket_width = check_positive_float(bucket_width, "bucket_width")
         if hashes_per_row is None:
             hashes_per_row = 1 if family == "l2" else max(1, min(16, self.buckets.bit_length() - 1))
-        self.hashes_per_row = _check_positive_int(hashes_per_row, "hashes_per_row")
-        self.seed = _check_seed(seed)
+        self.hashes_per_row = check_positive_int(hashes_per_row, "hashes_per_row")
+        self.seed = check_seed(seed)
         self.num_features = self.rows * self.buckets
         rng = np.random.default_rng(self.seed)
         nh = self.rows * self.hashes_per_row

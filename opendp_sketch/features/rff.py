@@ -11,15 +11,9 @@ from typing import Any, Literal
 import numpy as np
 
 from .._fixed import exact_bits, exact_matmul, quantize_columns, quantize_rows
+from .._validate import check_positive_float, check_positive_int, check_seed
 from . import base
-from .base import (
-    FeatureMap,
-    _check_positive_float,
-    _check_positive_int,
-    _check_seed,
-    register_feature_map,
-    scratch_array,
-)
+from .base import FeatureMap, register_feature_map, scratch_array
 
 __all__ = ["RFF", "QuantizedRFF"]
 
@@ -117,15 +111,15 @@ class RFF(FeatureMap):
         kernel: Literal["gaussian", "laplacian"] = "gaussian",
         seed: int = 0,
     ) -> None:
-        self.dim = _check_positive_int(dim, "dim")
-        m = _check_positive_int(num_features, "num_features")
+        self.dim = check_positive_int(dim, "dim")
+        m = check_positive_int(num_features, "num_features")
         if m % 2:
             raise ValueError(f"num_features ({m}) must be even: features come in cos/sin pairs")
         self.num_features = m
         self.num_frequencies = m // 2
-        self.bandwidth = _check_positive_float(bandwidth, "bandwidth")
+        self.bandwidth = check_positive_float(bandwidth, "bandwidth")
         self.kernel = _check_kernel(kernel)
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.frequencies = _draw_frequencies(
             self.dim, self.num_frequencies, self.bandwidth, self.kernel, self.seed
         )
@@ -155,7 +149,7 @@ class RFF(FeatureMap):
     # -- fixed point ------------------------------------------------------------------------
     def _pairs(self, Xq: np.ndarray) -> np.ndarray:
         """Certified integer pairs of rounded rows: ``int32`` ``(2, n, m')``, cos then sin."""
-        return _certified_pairs(_exact_phases(Xq, self.frequencies), self.gain, self.frac_bits)
+        return certified_pairs(_exact_phases(Xq, self.frequencies), self.gain, self.frac_bits)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
         q = self._pairs(_rounded_rows(X))
@@ -183,7 +177,7 @@ class RFF(FeatureMap):
         return self.num_frequencies * one * one
 
 
-def _certified_pairs(Z: np.ndarray, gain: float, frac_bits: int) -> np.ndarray:
+def certified_pairs(Z: np.ndarray, gain: float, frac_bits: int) -> np.ndarray:
     """``q_c = trunc(fl(γ·2^k·cos z))`` and ``q_s = trunc(fl(γ·2^k·sin z))`` with ``z = fl32(Z)``
     the float64 phases rounded to float32, as ``int32`` ``(2, *Z.shape)`` in per-thread scratch,
     every pair certified ``q_c² + q_s² ≤ 4^k``. Proof: ``docs/fixed_point.md#the-rff-pair-certificate``.
@@ -284,11 +278,11 @@ class QuantizedRFF(FeatureMap):
         kernel: Literal["gaussian", "laplacian"] = "gaussian",
         seed: int = 0,
     ) -> None:
-        self.dim = _check_positive_int(dim, "dim")
-        self.num_features = _check_positive_int(num_features, "num_features")
-        self.bandwidth = _check_positive_float(bandwidth, "bandwidth")
+        self.dim = check_positive_int(dim, "dim")
+        self.num_features = check_positive_int(num_features, "num_features")
+        self.bandwidth = check_positive_float(bandwidth, "bandwidth")
         self.kernel = _check_kernel(kernel)
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.frequencies = _draw_frequencies(
             self.dim, self.num_features, self.bandwidth, self.kernel, self.seed
         )

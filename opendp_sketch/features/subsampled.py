@@ -11,8 +11,9 @@ from typing import Any, Literal
 import numpy as np
 
 from .._fixed import exact_bits, exact_matmul, quantize_rows
-from .base import _check_positive_int, register_feature_map
-from .rff import RFF, _certified_pairs
+from .._validate import check_positive_int
+from .base import register_feature_map
+from .rff import RFF, certified_pairs
 
 __all__ = ["SubsampledRFF", "row_hash"]
 
@@ -125,7 +126,7 @@ class SubsampledRFF(RFF):
     ) -> None:
         super().__init__(dim, num_features, bandwidth, kernel, seed)
         mp = self.num_frequencies
-        r = mp if r is None else _check_positive_int(r, "r")
+        r = mp if r is None else check_positive_int(r, "r")
         if r > mp or mp % r:
             raise ValueError(
                 f"r ({r}) must divide the number of frequencies m' = num_features/2 = {mp}, "
@@ -183,7 +184,7 @@ class SubsampledRFF(RFF):
         Xq = quantize_rows(X, exact_bits(self.dim))
         block = self._blocks_of(Xq)
         # the float32 pair certificate of RFF (docs/fixed_point.md#the-rff-pair-certificate)
-        q = _certified_pairs(self._selected_phases(Xq, block), self.gain, self.frac_bits)
+        q = certified_pairs(self._selected_phases(Xq, block), self.gain, self.frac_bits)
         return block, q[0].astype(np.int64), q[1].astype(np.int64)
 
     def _fixed_block(self, X: np.ndarray) -> np.ndarray:
