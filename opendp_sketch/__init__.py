@@ -27,6 +27,7 @@ from .domains import NPArray2BoxDomain, box_domain
 from .estimators import (
     KDE,
     M2M,
+    SyntheticDecoder,
     CompressiveGMM,
     CompressiveKMeans,
     CompressivePCA,
@@ -149,6 +150,7 @@ __all__ = [
     "SketchSizePlan",
     "noise_to_signal",
     "M2M",
+    "SyntheticDecoder",
     "LogisticRegression",
     "LinearRegression",
     "KDE",

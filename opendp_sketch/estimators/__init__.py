@@ -9,9 +9,11 @@ from .m2m import M2M
 from .pca import CompressivePCA, compressive_pca
 from .race_regression import RACELinearRegression
 from .smooth import SmoothKDE, SmoothKernelPlan, smooth_kernel_terms
+from .synthetic import SyntheticDecoder
 
 __all__ = [
     "M2M",
+    "SyntheticDecoder",
     "LogisticRegression",
     "LinearRegression",
     "KDE",
