@@ -30,7 +30,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import opendp.prelude as dp
@@ -41,6 +41,9 @@ from ._validate import check_bounds, impute_values, require_symmetric
 from .domains import BoxDescriptor
 from .features.base import FeatureMap, feature_map_from_dict
 from .transformations import I64_MAX, pair_parts, pair_transformation
+
+if TYPE_CHECKING:
+    from .sketch import Sketch
 
 __all__ = [
     "spark_box_domain",
@@ -498,7 +501,7 @@ def release_spark_sketch(
     count_fraction: float | None = None,
     impute: float | Sequence[float] | None = None,
     n_jobs: int | None = 1,
-) -> Any:
+) -> Sketch:
     r""":func:`~opendp_sketch.release_sketch` for a Spark DataFrame, in one Spark job.
 
     Same budgets (``epsilon``; ``epsilon`` + ``delta``; ``rho``), same noise, same scale search
