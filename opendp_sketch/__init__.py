@@ -27,7 +27,6 @@ from .domains import NPArray2BoxDomain, box_domain
 from .estimators import (
     KDE,
     M2M,
-    SyntheticDecoder,
     CompressiveGMM,
     CompressiveKMeans,
     CompressivePCA,
@@ -38,6 +37,7 @@ from .estimators import (
     NearestMeanClassifier,
     RACELinearRegression,
     SquaredL2Distance,
+    SyntheticDecoder,
     compressive_feature_map,
     compressive_kmeans,
     compressive_pca,

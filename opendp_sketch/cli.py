@@ -82,13 +82,14 @@ def _demo(args: argparse.Namespace) -> int:
     )
     means = dict(zip(est.columns, est.mean()))
     for c in ("age", "income_k", "hours"):
-        print(f"  {c:>9}: mean {means[c]:8.2f} (true {clipped[c].mean():8.2f})   "
-              f"median {est.quantile(c, [0.5])[0]:8.2f} (true {clipped[c].median():8.2f})")
+        true_mean, true_median = float(clipped[c].mean()), float(clipped[c].median())  # type: ignore[arg-type]
+        print(f"  {c:>9}: mean {means[c]:8.2f} (true {true_mean:8.2f})   "
+              f"median {est.quantile(c, [0.5])[0]:8.2f} (true {true_median:8.2f})")
     shares = est.shares("sector")
     true_shares = frame["sector"].value_counts(normalize=True)
     for label, share in shares.iter_rows():
-        truth = true_shares.filter(pl.col("sector") == label)["proportion"]
-        print(f"  share of sector {label!s:>13}: {share:.3f} (true {truth[0] if len(truth) else 0.0:.3f})")
+        got = true_shares.filter(pl.col("sector") == label)["proportion"]
+        print(f"  share of sector {label!s:>13}: {share:.3f} (true {got[0] if len(got) else 0.0:.3f})")
     by = est.group_mean("sector", "income_k")
     truth = clipped.group_by("sector").agg(pl.col("income_k").mean())
     for label, value, _ in by.iter_rows():

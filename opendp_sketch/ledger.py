@@ -595,7 +595,7 @@ class Ledger:
                     ),
                 )
                 return self.dataset(dataset_id, con)  # type: ignore[return-value]
-        if budget is not None and (
+        if budget is not None and total is not None and (
             rec.budget != budget or rec.total != (Fraction(total[0]), Fraction(total[1]))
         ):
             raise LedgerError(
@@ -721,6 +721,7 @@ class Ledger:
                 "INSERT INTO postprocessing (release_id, created, description) VALUES (?, ?, ?)",
                 (release_id, _now(), description),
             )
+            assert cur.lastrowid is not None  # an INSERT always sets it
             return int(cur.lastrowid)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -728,7 +729,7 @@ class Ledger:
         return self._con.execute(sql, params).fetchall()
 
 
-def describe(budget: str, loss: tuple[Any, Any]) -> str:
+def describe(budget: str, loss: Any) -> str:
     """``ε = 0.5``, ``(ε, δ) = (0.5, 1e-06)`` or ``ρ = 0.1``; fractions shown rounded up."""
 
     def up(v: Any) -> float:

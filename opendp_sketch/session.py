@@ -435,6 +435,8 @@ class Session:
         )
         with self.ledger.transaction() as con:
             rec = self.ledger.dataset(self.dataset_id, con)
+            if rec is None:  # the dataset row exists from open(); a deleted one is tampering
+                raise LedgerError(f"dataset {self.dataset_id!r} vanished from the ledger {self.ledger.path}")
             d_out = self._opendp_form((float_down(rec.remaining[0]), float_down(rec.remaining[1])))
             gate = _privacy_filter(probe, data, d_in, d_out)
             try:
@@ -461,7 +463,7 @@ class Session:
                     **kept,
                     "measure": str(meas.output_measure),
                     "d_in": d_in,
-                    **Budget(self.budget, None).record(self._opendp_form(loss)),
+                    **Budget(self.budget, None).record(self._opendp_form(loss)),  # type: ignore[arg-type]
                     "dataset_id": self.dataset_id,
                     "release_id": release_id,
                 }
@@ -525,7 +527,7 @@ class Session:
         :return: what ``analysis`` returns
         """
         result = analysis(self.load_sketch(release_id))
-        self.log_postprocessing(release_id, description or getattr(analysis, "__qualname__", repr(analysis)))
+        self.log_postprocessing(release_id, description or str(getattr(analysis, "__qualname__", repr(analysis))))
         return result
 
     def releases(self) -> Any:
@@ -539,7 +541,7 @@ class Session:
             "WHERE dataset_id = ? ORDER BY id",
             (self.dataset_id,),
         )
-        cols = list(zip(*rows)) if rows else [[] for _ in range(8)]
+        cols: list[Any] = list(zip(*rows)) if rows else [[] for _ in range(8)]
         loss_cols = {"epsilon": ["epsilon"], "epsilon_delta": ["epsilon", "delta"], "rho": ["rho"]}[
             self.budget
         ]
@@ -567,7 +569,7 @@ class Session:
             "JOIN releases r ON r.id = p.release_id WHERE r.dataset_id = ? ORDER BY p.id",
             (self.dataset_id,),
         )
-        cols = list(zip(*rows)) if rows else [[] for _ in range(4)]
+        cols: list[Any] = list(zip(*rows)) if rows else [[] for _ in range(4)]
         return pl.DataFrame(
             {
                 "id": pl.Series(cols[0], dtype=pl.Int64),

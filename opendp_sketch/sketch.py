@@ -351,9 +351,12 @@ class Sketch:
                     raise SketchFormatError(
                         f"{path}: expected entries meta and sum_units, found {sorted(z.files)}"
                     )
-                _check_entry_sizes(z.zip.infolist(), size, path)
-                for info in z.zip.infolist():
-                    _check_array_header(z.zip, info, path)
+                archive = z.zip
+                if archive is None:  # np.load of a zip always has one; a guard for the type checker
+                    raise SketchFormatError(f"{path}: not a readable sketch file (no archive)")
+                _check_entry_sizes(archive.infolist(), size, path)
+                for info in archive.infolist():
+                    _check_array_header(archive, info, path)
                 meta = json.loads(z["meta"].tobytes().decode())
                 sum_units = z["sum_units"]
         except SketchFormatError:
@@ -491,7 +494,7 @@ def _check_spec_size(spec: dict[str, Any], stored: int) -> None:
         "SubsampledRFF": "num_features",
         "QuantizedRFF": "num_features",
         "RandomQuadratic": "num_features",
-    }.get(spec.get("kind"))
+    }.get(str(spec.get("kind")))
     draws = dim * int(params.get(per_dim) or 0) if per_dim else 0
     if spec.get("kind") == "RACE":
         draws = dim * int(params.get("rows") or 0) * int(params.get("hashes_per_row") or 16)

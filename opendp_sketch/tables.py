@@ -11,7 +11,6 @@ schema (which never raises on values) and adds the batch's exact integer feature
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -135,7 +134,6 @@ def make_table_sum_and_count(
     schema: Schema = desc.schema
     lo, hi = desc.bounds
     names = list(schema.columns)
-    function: Callable[[Any], tuple[np.ndarray, int]]
 
     def function(data: Any) -> tuple[np.ndarray, int]:
         lf = as_frame(data, names)

@@ -14,9 +14,9 @@ import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
+from ._fixed import Accumulator
 from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
 from .domains import box_descriptor, box_domain
-from ._fixed import Accumulator
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 
 __all__ = [

@@ -37,6 +37,8 @@ def _byclass(sketch: Any, who: str, inner: tuple[type, ...]) -> ByClass:
 
 
 class _ByClassModel:
+    classes_: np.ndarray
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "classes_"):
             raise ValueError("the model is not fitted; call fit(sketch) first")

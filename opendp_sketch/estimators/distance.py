@@ -268,6 +268,7 @@ class L1Distance:
 
     def _geometric(self, q: np.ndarray, j: int, want_var: bool) -> tuple[np.ndarray, np.ndarray]:
         N, tree, off = self.n_leaves, self.trees_[j], self._offsets
+        assert off is not None  # set whenever method == "geometric", the only caller
         lo, w = self.lower[j], self.width[j]
         value, var = np.empty(q.shape), np.zeros(q.shape)
         for s in _chunks(q.size, 2 * off.size):

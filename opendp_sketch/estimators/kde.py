@@ -109,8 +109,9 @@ class KDE:
             raise ValueError("median_of_means applies to RACE sketches (RFF features are not rows of counts)")
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
             raise ValueError(f"groups ({groups!r}) must be a positive integer")
-        if estimator == "median_of_means" and groups > self.feature_map.rows:
-            raise ValueError(f"groups ({groups}) must be at most the number of RACE rows ({self.feature_map.rows})")
+        rows = getattr(self.feature_map, "rows", 0)
+        if estimator == "median_of_means" and groups > rows:
+            raise ValueError(f"groups ({groups}) must be at most the number of RACE rows ({rows})")
         self.sketch = sketch
         self.estimator = estimator
         self.groups = int(groups)

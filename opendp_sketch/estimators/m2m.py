@@ -118,10 +118,9 @@ class _Design:
 
 def _feature_chunks(fm: FeatureMap, X: np.ndarray):
     """``(slice, Φ(X[slice]))`` in chunks; one-hot maps give sparse matrices (``G`` in O(ns·k²))."""
-    onehot = isinstance(fm, OneHotFeatureMap)
     for start in range(0, X.shape[0], _CHUNK):
         s = slice(start, min(start + _CHUNK, X.shape[0]))
-        if onehot:
+        if isinstance(fm, OneHotFeatureMap):
             idx = fm._flat(X[s])
             rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
             P = scipy.sparse.csr_matrix(

@@ -374,7 +374,7 @@ class SmoothKDE:
         self.dim = dims.pop()
         self.coefficients = c
         self.bandwidth = None if bandwidth is None else check_positive_float(bandwidth, "bandwidth")
-        self.sigmas = np.array([k.feature_map.bandwidth for k in self.kdes])
+        self.sigmas = np.array([getattr(k.feature_map, "bandwidth", np.nan) for k in self.kdes])
         counts = np.array([float(s.count) for s in sketches])
         var = np.array([s.count_variance for s in sketches])
         if (var <= 0).any():  # a noise-free count is exact: use it

@@ -194,7 +194,7 @@ def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:
     if isinstance(fm, Composite):
         parts = [_map_cells(m) for m in fm.maps]
         return [
-            None if any(p[j] is None for p in parts) else np.unique(np.concatenate([p[j] for p in parts]))  # type: ignore[misc]
+            None if any(p[j] is None for p in parts) else np.unique(np.concatenate([p[j] for p in parts]))
             for j in range(fm.input_dim)
         ]
     return [None] * fm.input_dim
@@ -255,6 +255,9 @@ class SyntheticDecoder:
     >>> round(float(dec.weights_ @ (dec.samples_[:, 0] < 0.5)), 2)
     0.3
     """
+
+    degenerate_: bool
+    reason_: str | None
 
     def __init__(
         self,

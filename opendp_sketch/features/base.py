@@ -191,7 +191,7 @@ class FeatureMap(ABC):
         return h.hexdigest()[:32]
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.fingerprint() == other.fingerprint()  # type: ignore[union-attr]
+        return isinstance(other, FeatureMap) and type(self) is type(other) and self.fingerprint() == other.fingerprint()
 
     def __hash__(self) -> int:
         return hash(self.fingerprint())

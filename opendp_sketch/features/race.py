@@ -123,7 +123,7 @@ class RACE(OneHotFeatureMap):
             np.floor(P, out=P)
             h = P.astype(np.int64).reshape(n, self.rows, K)  # |P| < 2^61 + 1: exact cast
         else:
-            h = (P >= 0).reshape(n, self.rows, K)
+            h = (P >= 0).reshape(n, self.rows, K).astype(np.int64)
         if self._direct:
             code = h[:, :, 0].astype(np.int64)
             for k in range(1, K):

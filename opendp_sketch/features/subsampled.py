@@ -134,7 +134,7 @@ class SubsampledRFF(RFF):
             )
         self.r = r
         self.num_blocks = mp // r
-        self._base = RFF(self.dim, self.num_features, self.bandwidth, self.kernel, self.seed)
+        self._base = RFF(self.dim, self.num_features, self.bandwidth, self.kernel, self.seed)  # type: ignore[arg-type]
         # block b holds frequencies b·r … b·r + r − 1, as a (B, d, r) stack for gathers
         self._blocks = np.ascontiguousarray(
             self.frequencies.reshape(self.dim, self.num_blocks, r).transpose(1, 0, 2)
