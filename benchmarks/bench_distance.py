@@ -10,11 +10,11 @@ Setting (full mode):
   (``dps.release_sketch(X, fm, bounds=(0, 1), epsilon=ε)``: discrete Laplace, 0.98 of ε on the
   sum). Structures, each released at the full ε:
 
-  - ``DyadicTrees(levels=10)``, answered by ``L1Distance`` with ``method="consistent"`` (the
+  - ``DyadicTrees(levels=10)``, answered by ``L1DistanceSum`` with ``method="consistent"`` (the
     default), ``"geometric"`` (α = 0.1) and ``"leaves"`` — the three read the same release;
   - baseline ``Histogram(bins=64)``: Σ_b count_b · |centre_b − q|;
   - baseline 0 (relative error 100 %);
-  - ``Moments(radius=0.5, center=0.5)`` with ``SquaredL2Distance``: relative error on
+  - ``Moments(radius=0.5, center=0.5)`` with ``SquaredL2DistanceSum``: relative error on
     Σ_i (x_i − q)², a different quantity, reported alongside.
 
 * **d = 10**: the same with n = 10^5 points uniform in [0, 1]^10 and 1 000 queries whose every
@@ -59,12 +59,12 @@ QUICK = {
 }
 METHODS = ("consistent", "geometric", "leaves")
 ROWS = {
-    "consistent": "DyadicTrees → L1Distance, consistent (default)",
-    "geometric": "DyadicTrees → L1Distance, geometric (α = {alpha})",
-    "leaves": "DyadicTrees → L1Distance, leaves",
+    "consistent": "DyadicTrees → L1DistanceSum, consistent (default)",
+    "geometric": "DyadicTrees → L1DistanceSum, geometric (α = {alpha})",
+    "leaves": "DyadicTrees → L1DistanceSum, leaves",
     "hist": "baseline: Histogram({bins} bins), bin centres",
     "zero": "baseline: answer 0",
-    "l2": "Moments → SquaredL2Distance (Σ‖x − q‖²)",
+    "l2": "Moments → SquaredL2DistanceSum (Σ‖x − q‖²)",
 }
 TARGETS = {1.0: 1e-3, 0.1: 1e-2}
 
@@ -126,7 +126,7 @@ def clustered(n: int, rng: np.random.Generator) -> np.ndarray:
 def run_setting(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int, with_l2: bool, label: str) -> dict:
     """Relative errors per structure and ε: ``{row: {ε: [per-release errors]}}``."""
     import opendp_sketch as dps
-    from opendp_sketch.estimators.distance import L1Distance, SquaredL2Distance
+    from opendp_sketch.estimators.distance import L1DistanceSum, SquaredL2DistanceSum
 
     d = X.shape[1]
     truth = l1_truth(X, Q)
@@ -141,7 +141,7 @@ def run_setting(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int, with_l2: 
         for _ in range(repeats):
             sk = dps.release_sketch(X, tree, bounds=(0.0, 1.0), epsilon=eps)
             for m in METHODS:
-                est, std = L1Distance(sk, method=m, alpha=cfg["alpha"])(Q, return_std=True)
+                est, std = L1DistanceSum(sk, method=m, alpha=cfg["alpha"])(Q, return_std=True)
                 out[m].setdefault(eps, []).append(rel_err(est, truth))
                 if m == "consistent":
                     std_ratio.setdefault(eps, []).append(float(np.mean(np.abs(est - truth)) / np.mean(std)))
@@ -150,7 +150,7 @@ def run_setting(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int, with_l2: 
             out["zero"].setdefault(eps, []).append(1.0)
             if with_l2:
                 sk_m = dps.release_sketch(X, moments, bounds=(0.0, 1.0), epsilon=eps)
-                out["l2"].setdefault(eps, []).append(rel_err(SquaredL2Distance(sk_m)(Q), truth2))
+                out["l2"].setdefault(eps, []).append(rel_err(SquaredL2DistanceSum(sk_m)(Q), truth2))
         C.progress(
             f"{label} ε={eps:g}: " + ", ".join(f"{k} {np.mean(v[eps]):.2e}" for k, v in out.items() if eps in v)
         )
@@ -161,7 +161,7 @@ def run_setting(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int, with_l2: 
 def sweeps(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int) -> dict[str, Any]:
     """At ε = 1 in one dimension: tree depth, α, and speed."""
     import opendp_sketch as dps
-    from opendp_sketch.estimators.distance import L1Distance
+    from opendp_sketch.estimators.distance import L1DistanceSum
 
     truth = l1_truth(X, Q)
     by_level: dict[int, dict[str, float]] = {}
@@ -171,11 +171,11 @@ def sweeps(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int) -> dict[str, A
         for _ in range(repeats):
             sk = dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=1.0)
             for m in METHODS:
-                errs[m].append(rel_err(L1Distance(sk, method=m, alpha=cfg["alpha"])(Q), truth))
+                errs[m].append(rel_err(L1DistanceSum(sk, method=m, alpha=cfg["alpha"])(Q), truth))
         exact = dps.Sketch(feature_map=fm, sum_units=np.array(fm.fixed_sum(X), dtype=np.int64), count=X.shape[0])
         by_level[L] = {m: float(np.mean(v)) for m, v in errs.items()}
-        by_level[L]["consistent, noise-free"] = rel_err(L1Distance(exact)(Q), truth)
-        by_level[L]["geometric, noise-free"] = rel_err(L1Distance(exact, method="geometric", alpha=cfg["alpha"])(Q), truth)
+        by_level[L]["consistent, noise-free"] = rel_err(L1DistanceSum(exact)(Q), truth)
+        by_level[L]["geometric, noise-free"] = rel_err(L1DistanceSum(exact, method="geometric", alpha=cfg["alpha"])(Q), truth)
         C.progress(f"levels={L}: " + ", ".join(f"{k} {v:.2e}" for k, v in by_level[L].items()))
 
     fm = dps.DyadicTrees(bounds=(0.0, 1.0), levels=cfg["levels"], dim=1)
@@ -183,14 +183,14 @@ def sweeps(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int) -> dict[str, A
     exact = dps.Sketch(feature_map=fm, sum_units=np.array(fm.fixed_sum(X), dtype=np.int64), count=X.shape[0])
     by_alpha: dict[float, tuple[float, float]] = {}
     for a in cfg["sweep_alpha"]:
-        noisy = float(np.mean([rel_err(L1Distance(sk, method="geometric", alpha=a)(Q), truth) for sk in sks]))
-        by_alpha[a] = (noisy, rel_err(L1Distance(exact, method="geometric", alpha=a)(Q), truth))
+        noisy = float(np.mean([rel_err(L1DistanceSum(sk, method="geometric", alpha=a)(Q), truth) for sk in sks]))
+        by_alpha[a] = (noisy, rel_err(L1DistanceSum(exact, method="geometric", alpha=a)(Q), truth))
     C.progress("α sweep: " + ", ".join(f"{a:g}: {v[0]:.2e}" for a, v in by_alpha.items()))
 
     speed: dict[str, tuple[float, float, float]] = {}
     for m in METHODS:
-        t_build = C.median(C.time_repeats(lambda m=m: L1Distance(sks[0], method=m), 3))
-        est = L1Distance(sks[0], method=m)
+        t_build = C.median(C.time_repeats(lambda m=m: L1DistanceSum(sks[0], method=m), 3))
+        est = L1DistanceSum(sks[0], method=m)
         t_q = C.median(C.time_repeats(lambda est=est: est(Q), 3))
         t_std = C.median(C.time_repeats(lambda est=est: est(Q, return_std=True), 3))
         speed[m] = (t_build, t_q, t_std)
@@ -255,7 +255,7 @@ baseline: `Histogram(bins={cfg['bins']})` (Δ₁ = d), answered from bin centres
 `Moments(radius=√d/2, center=0.5)`. The three ℓ1 estimators read the same tree release.
 Total run time {elapsed:.0f} s.
 
-## Targets (1-D, default `L1Distance` estimator)
+## Targets (1-D, default `L1DistanceSum` estimator)
 
 {C.md_table(["", "target", "measured", ""], target_rows)}
 {quick_note}

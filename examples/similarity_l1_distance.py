@@ -7,7 +7,7 @@ queries as a function of ε, falling smoothly as ε grows, while the paper's bas
 Roth) returns the trivial answer 0 (relative error 1) at every ε tested; (b) the estimated
 curves for several ε against the truth, which for uniform data approaches q² − q + 1/2.
 The data structure is a ``DyadicTrees`` sketch (noisy counts of every dyadic interval of every
-coordinate) read by ``dps.L1Distance``: ``method="geometric"`` is the paper's estimator
+coordinate) read by ``dps.L1DistanceSum``: ``method="geometric"`` is the paper's estimator
 (intervals of geometrically growing width around q), ``"consistent"`` the package's default
 (least-squares consistent counts), ``"leaves"`` the raw leaves. A 10-dimensional run (ℓ1 over
 all coordinates) shows the ``√d`` growth of the error.
@@ -57,7 +57,7 @@ def run(cfg: dict) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
             for r in range(cfg["releases"]):
                 sk = dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=eps)
                 for m, opts in methods.items():
-                    est = dps.L1Distance(sk, **opts)(Q)
+                    est = dps.L1DistanceSum(sk, **opts)(Q)
                     errs[m].append(float(np.mean(np.abs(est - truth) / truth)))
                     if d == 1 and r == 0 and m == "consistent" and eps in CURVE_EPS:
                         curves[f"ε = {eps:g}"] = est / cfg["n"]

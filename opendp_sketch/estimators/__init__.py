@@ -2,9 +2,9 @@
 
 from .classify import KDEClassifier, NearestMeanClassifier
 from .compressive import CompressiveGMM, CompressiveKMeans, compressive_feature_map, compressive_kmeans
-from .distance import L1Distance, SquaredL2Distance
+from .distance import L1DistanceSum, SquaredL2DistanceSum
 from .kde import KDE
-from .learn import LinearRegression, LogisticRegression
+from .learn import LogisticRegression, SketchLinearRegression
 from .m2m import M2M
 from .pca import CompressivePCA, compressive_pca
 from .race_regression import RACELinearRegression
@@ -15,12 +15,12 @@ __all__ = [
     "M2M",
     "SyntheticDecoder",
     "LogisticRegression",
-    "LinearRegression",
+    "SketchLinearRegression",
     "KDE",
     "KDEClassifier",
     "NearestMeanClassifier",
-    "L1Distance",
-    "SquaredL2Distance",
+    "L1DistanceSum",
+    "SquaredL2DistanceSum",
     "SmoothKDE",
     "SmoothKernelPlan",
     "smooth_kernel_terms",

@@ -20,7 +20,7 @@ import numpy as np
 from ..features.byclass import ByClass
 from ..features.moments import Moments
 from ..sketch import Sketch
-from .kde import _CHUNK, KDE, check_queries
+from .kde import KDE, QUERY_CHUNK, check_queries
 
 __all__ = ["KDEClassifier", "NearestMeanClassifier"]
 
@@ -109,10 +109,10 @@ class KDEClassifier(_ByClassModel):
         usable = [(c, kde) for c, kde in enumerate(self._kdes) if kde is not None]
         if not usable:
             return out
-        for s in range(0, Q.shape[0], _CHUNK):
-            features = usable[0][1]._features(Q[s : s + _CHUNK])  # the inner map is shared: evaluate it once
+        for s in range(0, Q.shape[0], QUERY_CHUNK):
+            features = usable[0][1]._features(Q[s : s + QUERY_CHUNK])  # the inner map is shared: evaluate it once
             for c, kde in usable:
-                out[s : s + _CHUNK, c] = kde._estimate(features) * (kde.n_hat if self.rule == "map" else 1.0)
+                out[s : s + QUERY_CHUNK, c] = kde._estimate(features) * (kde.n_hat if self.rule == "map" else 1.0)
         return out
 
 

@@ -3,7 +3,7 @@ r"""Sums of distances from a released sketch: ℓ1 from dyadic trees, squared �
 Both answer ``D(q) = Σ_i dist(x_i, q)`` for any number of public queries ``q`` by post-processing
 one release. Guide and measurements: ``docs/estimators/distance.md``.
 
-**ℓ1** (:class:`L1Distance`, a :class:`~opendp_sketch.DyadicTrees` sketch).
+**ℓ1** (:class:`L1DistanceSum`, a :class:`~opendp_sketch.DyadicTrees` sketch).
 ``Σ_i ‖x_i − q‖₁ = Σ_j Σ_i |x_ij − q_j|``, so each coordinate is answered from its own tree of
 noisy dyadic counts (``N = 2^L`` leaves of width ``δ_j``, every node's noise of variance
 ``σ² = sketch.sum_variance``). Three estimators, all linear in the noisy counts:
@@ -25,7 +25,7 @@ Approximation (noise-free). A row in a leaf that does not contain ``q`` is off b
 ``q``'s leaf by at most ``δ``. Rows on leaf centres and ``q`` on a leaf edge (or outside the
 box) make ``"consistent"`` and ``"leaves"`` exact.
 
-**Squared ℓ2** (:class:`SquaredL2Distance`, a :class:`~opendp_sketch.Moments` sketch of
+**Squared ℓ2** (:class:`SquaredL2DistanceSum`, a :class:`~opendp_sketch.Moments` sketch of
 ``[y, ‖y‖²]``, ``y = clip_r(x − c)``):
 ``Σ_i ‖x_i − q‖² = Σ‖y_i‖² − 2⟨Σ y_i, q − c⟩ + n‖q − c‖²``, exact for rows inside the ball
 ``‖x − c‖ ≤ r`` (rows outside count as their projection onto the ball). Noise variance
@@ -42,7 +42,7 @@ from ..features.histogram import DyadicTrees
 from ..features.moments import Moments
 from ..sketch import Sketch
 
-__all__ = ["L1Distance", "SquaredL2Distance"]
+__all__ = ["L1DistanceSum", "SquaredL2DistanceSum"]
 
 L1_METHODS = ("consistent", "geometric", "leaves")
 #: cap on the entries of the per-query work arrays (queries × leaves or × intervals)
@@ -155,7 +155,7 @@ def interval_offsets(alpha: float, leaves: int) -> np.ndarray:
     return np.array(a, dtype=np.int64)
 
 
-class L1Distance:
+class L1DistanceSum:
     r"""``Σ_i ‖x_i − q‖₁`` for any queries, from one :class:`~opendp_sketch.DyadicTrees` sketch.
 
     :param sketch: a released sketch whose map is ``DyadicTrees``
@@ -172,24 +172,24 @@ class L1Distance:
     :example:
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.estimators.distance import L1Distance
+    >>> from opendp_sketch.estimators.distance import L1DistanceSum
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.DyadicTrees(bounds=(0.0, 1.0), levels=2, dim=1)
     >>> X = np.array([[0.125], [0.125], [0.875]])          # leaf centres
     >>> sk = dps.Sketch(feature_map=fm, sum_units=np.array(fm.fixed_sum(X)), count=3)
-    >>> est = L1Distance(sk)
+    >>> est = L1DistanceSum(sk)
     >>> est([0.0, 0.5, 2.0]).tolist()                       # Σ|x − q| for three queries
     [1.125, 1.125, 4.875]
     >>> est.mean([0.5]).tolist()
     [0.375]
     >>> released = dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=1.0)
-    >>> value, std = L1Distance(released)([0.5], return_std=True)
+    >>> value, std = L1DistanceSum(released)([0.5], return_std=True)
     >>> value.shape, bool(std[0] > 0)
     ((1,), True)
     """
 
     def __init__(self, sketch: Sketch, *, method: str = "consistent", alpha: float = 0.1) -> None:
-        self.sketch = _check_sketch(sketch, DyadicTrees, "L1Distance")
+        self.sketch = _check_sketch(sketch, DyadicTrees, "L1DistanceSum")
         if method not in L1_METHODS:
             raise ValueError(f"method ({method!r}) must be one of {L1_METHODS}")
         try:
@@ -328,7 +328,7 @@ class L1Distance:
         return (out[0] / n, out[1] / n) if return_std else out / n
 
 
-class SquaredL2Distance:
+class SquaredL2DistanceSum:
     r"""``Σ_i ‖x_i − q‖²`` for any queries, from one :class:`~opendp_sketch.Moments` sketch.
 
     With ``S₁ = Σ y_i``, ``S₂ = Σ ‖y_i‖²`` (noisy, ``y = clip_r(x − c)``) and the noisy count
@@ -342,22 +342,22 @@ class SquaredL2Distance:
     :example:
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.estimators.distance import SquaredL2Distance
+    >>> from opendp_sketch.estimators.distance import SquaredL2DistanceSum
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Moments(dim=2, radius=2.0)
     >>> X = np.array([[0.0, 0.0], [1.0, 1.0]])
     >>> sk = dps.Sketch(feature_map=fm, sum_units=np.array(fm.fixed_sum(X)), count=2)
-    >>> SquaredL2Distance(sk)([[1.0, 0.0], [3.0, 1.0]]).tolist()   # 1 + 1, 10 + 4
+    >>> SquaredL2DistanceSum(sk)([[1.0, 0.0], [3.0, 1.0]]).tolist()   # 1 + 1, 10 + 4
     [2.0, 14.0]
-    >>> SquaredL2Distance(sk).mean([[1.0, 0.0]]).tolist()
+    >>> SquaredL2DistanceSum(sk).mean([[1.0, 0.0]]).tolist()
     [1.0]
     """
 
     def __init__(self, sketch: Sketch) -> None:
-        self.sketch = _check_sketch(sketch, Moments, "SquaredL2Distance")
+        self.sketch = _check_sketch(sketch, Moments, "SquaredL2DistanceSum")
         fm: Moments = sketch.feature_map  # type: ignore[assignment]
         if not fm.squared_norm:
-            raise ValueError("SquaredL2Distance needs the ‖y‖² feature: a Moments(..., squared_norm=True) sketch")
+            raise ValueError("SquaredL2DistanceSum needs the ‖y‖² feature: a Moments(..., squared_norm=True) sketch")
         self.center = fm.center.copy()
         s = sketch.sum
         self.first_, self.second_ = s[:-1], float(s[-1])

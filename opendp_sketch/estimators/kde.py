@@ -30,7 +30,7 @@ from ..sketch import Sketch
 
 __all__ = ["KDE"]
 
-_CHUNK = 4096  # queries per block: bounds the feature matrix held at once
+QUERY_CHUNK = 4096  # queries per block: bounds the feature matrix held at once
 
 
 def check_queries(Q: Any, dim: int) -> np.ndarray:
@@ -138,8 +138,8 @@ class KDE:
         """``K̂(q)`` for each query row (``(q,)`` array); ``density=True`` scales it to a density."""
         Q = check_queries(queries, self.dim)
         out = np.empty(Q.shape[0])
-        for s in range(0, Q.shape[0], _CHUNK):
-            out[s : s + _CHUNK] = self._block(Q[s : s + _CHUNK])
+        for s in range(0, Q.shape[0], QUERY_CHUNK):
+            out[s : s + QUERY_CHUNK] = self._block(Q[s : s + QUERY_CHUNK])
         scale = self._norm_const() if density else 1.0
         if not return_std:
             return out * scale

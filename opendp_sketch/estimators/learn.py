@@ -18,9 +18,9 @@ import scipy.special
 
 from ..features.byclass import ByClass
 from ..sketch import Sketch
-from .m2m import M2M, _default_names
+from .m2m import M2M, default_column_names
 
-__all__ = ["LogisticRegression", "LinearRegression"]
+__all__ = ["LogisticRegression", "SketchLinearRegression"]
 
 
 class _SketchRegressor:
@@ -44,7 +44,7 @@ class _SketchRegressor:
             raise ValueError(f"fit needs a Sketch or an M2M estimator, got {type(source).__name__}")
         options = dict(self.m2m_options or {})
         if discrete_target:
-            names = list(source.column_names) if source.column_names else _default_names(source.feature_map)
+            names = list(source.column_names) if source.column_names else default_column_names(source.feature_map)
             j = _target_index(self.target, names, source.feature_map.input_dim)
             discrete = dict(options.get("discrete") or {})
             given = {names.index(k) if isinstance(k, str) and k in names else k for k in discrete}
@@ -176,7 +176,7 @@ class LogisticRegression(_SketchRegressor):
         return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
 
 
-class LinearRegression(_SketchRegressor):
+class SketchLinearRegression(_SketchRegressor):
     r"""Least squares (ridge with ``alpha > 0``) of one column on the others, from a sketch.
 
     Solves ``(Zᵀ W Z + alpha·I) θ = Zᵀ W y`` on the M2M weighted samples (standardised features,
@@ -190,12 +190,12 @@ class LinearRegression(_SketchRegressor):
     >>> X = rng.uniform(0, 1, size=(20_000, 2)); y = 0.5 * X[:, 0] + 0.25
     >>> fm = dps.RFF(dim=3, num_features=200, bandwidth=1.0, seed=0)
     >>> sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=50.0)
-    >>> reg = dps.LinearRegression(m2m_options={"n_samples": 20_000}).fit(sk)
+    >>> reg = dps.SketchLinearRegression(m2m_options={"n_samples": 20_000}).fit(sk)
     >>> np.round(reg.coef_, 1).tolist(), round(reg.intercept_, 1)
     ([0.5, 0.0], 0.2)
     """
 
-    def fit(self, source: Sketch | M2M) -> LinearRegression:
+    def fit(self, source: Sketch | M2M) -> SketchLinearRegression:
         """Fit from a sketch (an :class:`M2M` is built with ``m2m_options``) or a ready M2M."""
         est = self._m2m(source, discrete_target=False)
         Z, y, w, _ = self._design(est)
@@ -231,7 +231,7 @@ def _target_index(target: str | int, names: list[str] | None, d: int) -> int:
 
 
 def _column_bounds(sketch: Sketch, bounds: Any, j: int) -> tuple[float, float]:
-    from .m2m import _resolve_box
+    from .m2m import resolve_box
 
-    lo, hi = _resolve_box(bounds, sketch, sketch.feature_map.input_dim)
+    lo, hi = resolve_box(bounds, sketch, sketch.feature_map.input_dim)
     return float(lo[j]), float(hi[j])

@@ -244,8 +244,8 @@ class M2M:
         fm = sketch.feature_map
         self.feature_map = fm
         d = fm.input_dim
-        self.columns = list(sketch.column_names) if sketch.column_names else _default_names(fm)
-        self.lower, self.upper = _resolve_box(bounds, sketch, d)
+        self.columns = list(sketch.column_names) if sketch.column_names else default_column_names(fm)
+        self.lower, self.upper = resolve_box(bounds, sketch, d)
         self.discrete = self._resolve_discrete(discrete)
         self.n_samples = int(n_samples)
         self.seed = int(seed)
@@ -609,12 +609,12 @@ def _scalar(out: Any) -> Any:
     return out
 
 
-def _default_names(fm: FeatureMap) -> list[str]:
+def default_column_names(fm: FeatureMap) -> list[str]:
     names = [f"x{j}" for j in range(fm.dim)]
     return names + ["label"] if isinstance(fm, ByClass) else names
 
 
-def _resolve_box(bounds: Any, sketch: Sketch, d: int) -> tuple[np.ndarray, np.ndarray]:
+def resolve_box(bounds: Any, sketch: Sketch, d: int) -> tuple[np.ndarray, np.ndarray]:
     if bounds is None:
         if sketch.bounds is None:
             raise ValueError("bounds are required: the sketch does not record the public box")

@@ -12,8 +12,8 @@ dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
 import opendp_sketch as dps  # noqa: E402
-from opendp_sketch.domains import box_data_bounds  # noqa: E402
 from opendp_sketch import dask as dsk  # noqa: E402
+from opendp_sketch.domains import box_data_bounds  # noqa: E402
 
 D = 3
 BOX = (-1.0, 2.0)

@@ -64,7 +64,7 @@ def test_linear_regression_recovers_coefficients():
     y = 0.6 * X[:, 0] - 0.3 * X[:, 1] + 0.1 + rng.normal(0, 0.05, 30_000)
     fm = dps.RFF(dim=3, num_features=300, bandwidth=1.0, seed=2)
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(-1, 1), epsilon=10.0)
-    reg = dps.LinearRegression().fit(sk)
+    reg = dps.SketchLinearRegression().fit(sk)
     np.testing.assert_allclose(reg.coef_, [0.6, -0.3], atol=0.05)
     assert reg.intercept_ == pytest.approx(0.1, abs=0.05)
     assert reg.predict([[0.0, 0.0]]).shape == (1,)
@@ -79,7 +79,7 @@ def test_linear_regression_is_exact_when_second_moments_are_in_the_span():
     fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
     sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([-1.0] * 3, [1.0] * 3))
     options = {"n_samples": 20_000, "lam": 0.0, "method": "ridge"}  # exactness is a ridge property
-    reg = dps.LinearRegression(alpha=0.0, fit_intercept=False, m2m_options=options).fit(sk)
+    reg = dps.SketchLinearRegression(alpha=0.0, fit_intercept=False, m2m_options=options).fit(sk)
     np.testing.assert_allclose(reg.coef_, [1.0, 0.0], atol=1e-4)
     assert reg.intercept_ == 0.0
 
@@ -102,7 +102,7 @@ def test_bad_input_is_refused(classification):
     with pytest.raises(ValueError, match="Sketch or an M2M"):
         dps.LogisticRegression().fit(X)
     with pytest.raises(ValueError, match="alpha"):
-        dps.LinearRegression(alpha=-1.0, m2m_options={"n_samples": 2000}).fit(sk)
+        dps.SketchLinearRegression(alpha=-1.0, m2m_options={"n_samples": 2000}).fit(sk)
     three = dps.ByClass(dps.RFF(dim=3, num_features=20, seed=0), 3)
     sk3 = dps.release_sketch(np.column_stack([X, y * 2]), three, bounds=(0, 1), epsilon=1.0)
     with pytest.raises(ValueError, match="3 classes"):
@@ -115,7 +115,7 @@ def test_no_intercept_predicts_in_the_data_units():
     D = np.column_stack([X, X[:, 0]])
     fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
     sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([0.0] * 3, [1.0] * 3))
-    reg = dps.LinearRegression(alpha=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0, "method": "ridge"}).fit(sk)
+    reg = dps.SketchLinearRegression(alpha=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0, "method": "ridge"}).fit(sk)
     np.testing.assert_allclose(reg.predict([[1.0, 0.0], [0.5, 0.5]]), [1.0, 0.5], atol=1e-3)
 
 
@@ -135,4 +135,4 @@ def test_bad_alpha_is_refused_before_any_work(alpha, classification):
     (X, y), _, _ = classification
     sk = dps.Sketch(dps.Histogram(bounds=(0, 1), bins=2, dim=4), np.ones(8, dtype=np.int64), 10, bounds=([0.0] * 4, [1.0] * 4))
     with pytest.raises(ValueError, match="alpha"):
-        dps.LinearRegression(alpha=alpha).fit(sk)
+        dps.SketchLinearRegression(alpha=alpha).fit(sk)
