@@ -44,14 +44,34 @@ import _common as C  # noqa: E402
 NAME = "bench_ckm"
 DATA_SEED = 20190613
 FULL = {
-    "n": 1_000_000, "k": 10, "d": 10, "box": 20.0, "eps": [1e-3, 1e-2, 0.1, 1.0, 10.0],
-    "mults": [10, 100], "trials_big_m": 2, "big_n": 10_000_000, "restarts": 3,
-    "box_sweep": [15.0, 20.0, 30.0], "quantized": True, "eps_extra": [1e-2, 0.1, 1.0], "restarts_extra": 1,
+    "n": 1_000_000,
+    "k": 10,
+    "d": 10,
+    "box": 20.0,
+    "eps": [1e-3, 1e-2, 0.1, 1.0, 10.0],
+    "mults": [10, 100],
+    "trials_big_m": 2,
+    "big_n": 10_000_000,
+    "restarts": 3,
+    "box_sweep": [15.0, 20.0, 30.0],
+    "quantized": True,
+    "eps_extra": [1e-2, 0.1, 1.0],
+    "restarts_extra": 1,
 }
 QUICK = {
-    "n": 20_000, "k": 3, "d": 2, "box": 12.0, "eps": [0.1, 1.0], "mults": [10],
-    "trials_big_m": 1, "big_n": 40_000, "restarts": 1, "box_sweep": [12.0], "quantized": True,
-    "eps_extra": [1.0], "restarts_extra": 1,
+    "n": 20_000,
+    "k": 3,
+    "d": 2,
+    "box": 12.0,
+    "eps": [0.1, 1.0],
+    "mults": [10],
+    "trials_big_m": 1,
+    "big_n": 40_000,
+    "restarts": 1,
+    "box_sweep": [12.0],
+    "quantized": True,
+    "eps_extra": [1.0],
+    "restarts_extra": 1,
 }
 LLOYD_ITERS = 7
 COUNT_FRACTION = 0.02
@@ -90,10 +110,17 @@ def noisy_sketch(dps, dp, fm, exact_sum: np.ndarray, n: int, eps: float, box: fl
     lap_count = dp.m.make_laplace(dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), count_scale)
     d = fm.input_dim
     sk = dps.Sketch(
-        fm, np.asarray(lap_sum(exact_sum.tolist()), dtype=np.int64), int(lap_count(int(n))),
-        noise={"mechanism": "laplace", "sum_scale": int_scale * fm.unit,
-               "sum_variance": 2 * (int_scale * fm.unit) ** 2, "count_scale": count_scale},
-        privacy={"epsilon": eps}, bounds=([-box] * d, [box] * d),
+        fm,
+        np.asarray(lap_sum(exact_sum.tolist()), dtype=np.int64),
+        int(lap_count(int(n))),
+        noise={
+            "mechanism": "laplace",
+            "sum_scale": int_scale * fm.unit,
+            "sum_variance": 2 * (int_scale * fm.unit) ** 2,
+            "count_scale": count_scale,
+        },
+        privacy={"epsilon": eps},
+        bounds=([-box] * d, [box] * d),
     )
     return sk, int_scale * fm.unit
 
@@ -163,8 +190,11 @@ def main(argv: list[str] | None = None) -> None:
         ref = KMeans(k, n_init=3, random_state=t).fit(X).inertia_
         times.setdefault("sklearn", []).append(time.perf_counter() - t0)
         add(("truth", 0.0), sse(chunks, mu) / ref)
-        maps = [(f"CKM m'={mult}kd", dps.compressive_feature_map(bounds, k, num_features=2 * mult * k * d))
-                for mult in cfg["mults"] if mult == cfg["mults"][0] or t < cfg["trials_big_m"]]
+        maps = [
+            (f"CKM m'={mult}kd", dps.compressive_feature_map(bounds, k, num_features=2 * mult * k * d))
+            for mult in cfg["mults"]
+            if mult == cfg["mults"][0] or t < cfg["trials_big_m"]
+        ]
         if cfg["quantized"] and t < cfg["trials_big_m"]:
             maps.append(("CKM one-bit m=20kd", dps.compressive_feature_map(bounds, k, quantized=True)))
         for label, fm in maps:
@@ -208,7 +238,9 @@ def main(argv: list[str] | None = None) -> None:
             cen = dps.CompressiveKMeans(k, n_restarts=cfg["restarts"], seed=t).fit(sk).cluster_centers_
             vals.append(sse(chunks, cen) / ref)
             del X
-        sweep.append([f"[-{B:g}, {B:g}]", C.fmt(fmB.bandwidth), C.fmt(float(np.median(vals))), C.fmt(max(vals))])
+        sweep.append(
+            [f"[-{B:g}, {B:g}]", C.fmt(fmB.bandwidth), C.fmt(float(np.median(vals))), C.fmt(max(vals))]
+        )
         C.progress(f"box ±{B}: median relative SSE {np.median(vals):.3f}")
 
     # time at n = big_n, streamed
@@ -246,8 +278,16 @@ def main(argv: list[str] | None = None) -> None:
         [f"median relative SSE at ε = 1 ≤ 1.05 ({ckm})", C.fmt(med((ckm, 1.0)))],
         [f"median relative SSE at ε = 0.1 ≤ 1.2 ({ckm})", C.fmt(med((ckm, 0.1)))],
         [f"worst of {trials} trials at ε = 1 ≤ 1.3", C.fmt(max(rows.get((ckm, 1.0), [math.nan])))],
-        ["below DP-Lloyd at every ε ≥ 0.01", str(all(
-            med((ckm, e)) < med(("DP-Lloyd", e)) for e in cfg["eps"] if e >= 0.01 and med((ckm, e)) is not None))],
+        [
+            "below DP-Lloyd at every ε ≥ 0.01",
+            str(
+                all(
+                    med((ckm, e)) < med(("DP-Lloyd", e))
+                    for e in cfg["eps"]
+                    if e >= 0.01 and med((ckm, e)) is not None
+                )
+            ),
+        ],
     ]
     tt = [[key, C.fmt(float(np.median(v))), len(v)] for key, v in sorted(times.items())]
     body = [
@@ -311,7 +351,9 @@ def main(argv: list[str] | None = None) -> None:
         fig.savefig(out / f"{NAME}.png", dpi=120)
     except ImportError:
         body.append("(matplotlib not installed: no plot)")
-    C.write_report(out / f"{NAME}.md", "Compressive k-means vs DP-Lloyd", C.machine_info(), "\n".join(body), args.quick)
+    C.write_report(
+        out / f"{NAME}.md", "Compressive k-means vs DP-Lloyd", C.machine_info(), "\n".join(body), args.quick
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,13 @@ import _common as C  # noqa: E402
 
 NAME = "bench_classify"
 SEED = 20240614
-FULL = {"eps": [0.1, 0.3, 1.0, 3.0, 10.0, 100.0], "emb_n": 50_000, "emb_test": 10_000, "emb_d": 512, "m": 1000}
+FULL = {
+    "eps": [0.1, 0.3, 1.0, 3.0, 10.0, 100.0],
+    "emb_n": 50_000,
+    "emb_test": 10_000,
+    "emb_d": 512,
+    "m": 1000,
+}
 QUICK = {"eps": [1.0, 10.0], "emb_n": 3_000, "emb_test": 500, "emb_d": 32, "m": 200}
 
 
@@ -51,14 +57,18 @@ def digits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[floa
     return X[tr].astype(float), y[tr].astype(float), X[te].astype(float), y[te].astype(float), (0.0, 16.0)
 
 
-def embeddings(n: int, n_test: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[float, float]]:
+def embeddings(
+    n: int, n_test: int, d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[float, float]]:
     rng = np.random.default_rng(SEED + 1)
     centres = rng.normal(size=(10, d))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
 
     def draw(m: int) -> tuple[np.ndarray, np.ndarray]:
         y = rng.integers(0, 10, m)
-        Z = centres[y] + rng.normal(scale=7.0 / np.sqrt(d), size=(m, d))  # noise norm ≈ 7: overlapping classes
+        Z = centres[y] + rng.normal(
+            scale=7.0 / np.sqrt(d), size=(m, d)
+        )  # noise norm ≈ 7: overlapping classes
         return Z / np.linalg.norm(Z, axis=1, keepdims=True), y.astype(float)
 
     Xtr, ytr = draw(n)
@@ -81,8 +91,14 @@ def run(name: str, data: tuple, cfg: dict, repeats: int, dps: Any) -> tuple[list
     else:
         radius, bandwidth, center = 1.0, 1.0, None
     maps = {
-        "KDE (ByClass RFF, MAP)": (dps.ByClass(dps.RFF(dim=d, num_features=cfg["m"], bandwidth=bandwidth, seed=0), 10), dps.KDEClassifier),
-        "nearest noisy mean (ByClass Moments)": (dps.ByClass(dps.Moments(dim=d, radius=radius, center=center, squared_norm=False), 10), dps.NearestMeanClassifier),
+        "KDE (ByClass RFF, MAP)": (
+            dps.ByClass(dps.RFF(dim=d, num_features=cfg["m"], bandwidth=bandwidth, seed=0), 10),
+            dps.KDEClassifier,
+        ),
+        "nearest noisy mean (ByClass Moments)": (
+            dps.ByClass(dps.Moments(dim=d, radius=radius, center=center, squared_norm=False), 10),
+            dps.NearestMeanClassifier,
+        ),
     }
     D = np.column_stack([Xtr, ytr])
     bounds = ([lo] * d + [0.0], [hi] * d + [9.0])
@@ -157,7 +173,13 @@ accuracy from ε ≈ 3. On digits (few rows: 1,257) both need ε ≳ 10.
     fig, axes = plt.subplots(1, len(all_curves), figsize=(6 * len(all_curves), 4.2))
     for ax, (name, curves) in zip(np.atleast_1d(axes), all_curves.items()):
         for label, ys in curves.items():
-            ax.semilogx(cfg["eps"], ys, marker="o" if "non-private" not in label else None, ls="--" if "non-private" in label else "-", label=label)
+            ax.semilogx(
+                cfg["eps"],
+                ys,
+                marker="o" if "non-private" not in label else None,
+                ls="--" if "non-private" in label else "-",
+                label=label,
+            )
         ax.set_title(name)
         ax.set_xlabel("ε")
         ax.set_ylabel("test accuracy")

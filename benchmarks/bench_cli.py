@@ -45,11 +45,29 @@ def setup(config: dict[str, Any]):
         return lambda: pl.read_csv(d / "rows.csv").height
     if config["what"] == "release":
         extra = [] if config["map"] == "rff" else ["--map", config["map"]]
-        argv = ["release", str(d / "rows.csv"), "--schema", str(d / "schema.json"), "--out",
-                str(d / f"{config['map']}.sketch"), "--epsilon", "1", *extra]
+        argv = [
+            "release",
+            str(d / "rows.csv"),
+            "--schema",
+            str(d / "schema.json"),
+            "--out",
+            str(d / f"{config['map']}.sketch"),
+            "--epsilon",
+            "1",
+            *extra,
+        ]
     else:
-        argv = ["query", str(d / f"{config['map']}.sketch"), "--mean", "--cdf", "x0=0.25,0.5,0.75",
-                "--count", "x0 > 0.5 AND x1 < 0.5", "--format", "json"]
+        argv = [
+            "query",
+            str(d / f"{config['map']}.sketch"),
+            "--mean",
+            "--cdf",
+            "x0=0.25,0.5,0.75",
+            "--count",
+            "x0 > 0.5 AND x1 < 0.5",
+            "--format",
+            "json",
+        ]
     return lambda: cli(argv)
 
 
@@ -71,17 +89,25 @@ def main() -> None:
         frame.write_csv(root / "rows.csv")
         (root / "schema.json").write_text(json.dumps({"columns": {f"x{j}": [0, 1] for j in range(10)}}))
         size_mb = (root / "rows.csv").stat().st_size / 2**20
-        steps = [("read_csv", None), ("release", "rff"), ("query", "rff"), ("release", "histogram"), ("query", "histogram")]
+        steps = [
+            ("read_csv", None),
+            ("release", "rff"),
+            ("query", "rff"),
+            ("release", "histogram"),
+            ("query", "histogram"),
+        ]
         for what, fmap in steps:
             r = C.run_child_quietly(__file__, {"dir": str(root), "what": what, "map": fmap}, args)
             label = "pl.read_csv (baseline)" if what == "read_csv" else f"opendp-sketch {what} ({fmap})"
-            rows.append([label, C.fmt(r["time_s"]), f"{r['peak_extra_mb']:,.0f}", C.fmt(r["background_cores"])])
+            rows.append(
+                [label, C.fmt(r["time_s"]), f"{r['peak_extra_mb']:,.0f}", C.fmt(r["background_cores"])]
+            )
             C.progress(f"{label}: {r['time_s']:.1f} s, peak extra {r['peak_extra_mb']:.0f} MB")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     body = f"""## Setting
 
-CSV of {cfg['n']:,} rows × 10 numeric columns + 1 text column ({size_mb:,.0f} MB), schema with
+CSV of {cfg["n"]:,} rows × 10 numeric columns + 1 text column ({size_mb:,.0f} MB), schema with
 bounds (0, 1) for the numeric columns, ε = 1. Each row below is one call in a fresh subprocess;
 the release includes the validation queries, the scale search and the streamed pass.
 

@@ -69,16 +69,24 @@ def main() -> None:
     C.progress("single process: release_sketch")
     C.wait_for_quiet(args.wait_quiet)
     with C.Probe() as p_np:
-        t_np = C.time_repeats(lambda: dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=EPS), args.repeats, warmup)
+        t_np = C.time_repeats(
+            lambda: dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=EPS), args.repeats, warmup
+        )
     bg_np = p_np.read().background_cores
 
     C.progress("starting LocalCluster(n_workers=2, threads_per_worker=1)")
     t0 = time.perf_counter()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         t_start = time.perf_counter() - t0
-        blocks = [da.from_delayed(dask.delayed(_block)(i, r), shape=(r, D), dtype=np.float64)
-                  for i, r in enumerate(sizes)]
+        blocks = [
+            da.from_delayed(dask.delayed(_block)(i, r), shape=(r, D), dtype=np.float64)
+            for i, r in enumerate(sizes)
+        ]
         t0 = time.perf_counter()
         Xd = client.persist(da.concatenate(blocks))
         distributed.wait(Xd)
@@ -87,26 +95,44 @@ def main() -> None:
         C.progress("Dask: release_dask_sketch")
         C.wait_for_quiet(args.wait_quiet)
         with C.Probe() as p_dk:
-            t_dk = C.time_repeats(lambda: release_dask_sketch(Xd, fm, (0.0, 1.0), epsilon=EPS), args.repeats, warmup)
+            t_dk = C.time_repeats(
+                lambda: release_dask_sketch(Xd, fm, (0.0, 1.0), epsilon=EPS), args.repeats, warmup
+            )
         bg_dk = p_dk.read().background_cores
 
         C.progress("exactness: Dask combined sum vs fm.fixed_sum")
-        pair = make_dask_sum_and_count(dask_box_domain((0.0, 1.0), num_columns=D), dp.symmetric_distance(), fm)
+        pair = make_dask_sum_and_count(
+            dask_box_domain((0.0, 1.0), num_columns=D), dp.symmetric_distance(), fm
+        )
         dask_sum, dask_count = pair(Xd)
     numpy_sum = fm.fixed_sum(np.clip(X, 0.0, 1.0))
     equal = dask_sum.tolist() == numpy_sum and dask_count == X.shape[0]
 
     med_np, med_dk = C.median(t_np), C.median(t_dk)
     rows = [
-        ["single process `release_sketch` (numpy, feature-sum threads)", f"{cfg['n']:,}", 1,
-         C.fmt(med_np), " / ".join(C.fmt(t) for t in t_np), "1", C.fmt(bg_np)],
-        ["Dask `release_dask_sketch`, LocalCluster 2 workers × 1 thread", f"{cfg['n']:,}", len(sizes),
-         C.fmt(med_dk), " / ".join(C.fmt(t) for t in t_dk), C.fmt(med_dk / med_np), C.fmt(bg_dk)],
+        [
+            "single process `release_sketch` (numpy, feature-sum threads)",
+            f"{cfg['n']:,}",
+            1,
+            C.fmt(med_np),
+            " / ".join(C.fmt(t) for t in t_np),
+            "1",
+            C.fmt(bg_np),
+        ],
+        [
+            "Dask `release_dask_sketch`, LocalCluster 2 workers × 1 thread",
+            f"{cfg['n']:,}",
+            len(sizes),
+            C.fmt(med_dk),
+            " / ".join(C.fmt(t) for t in t_dk),
+            C.fmt(med_dk / med_np),
+            C.fmt(bg_dk),
+        ],
     ]
     body = f"""## Setting
 
-n = {cfg['n']:,} rows × d = {D} uniform on [0, 1]^{D}, generated in {len(sizes)} chunks of up to
-{cfg['chunk']:,} rows (one Dask partition each); `RFF(dim={D}, num_features={M}, bandwidth=1, seed=0)`;
+n = {cfg["n"]:,} rows × d = {D} uniform on [0, 1]^{D}, generated in {len(sizes)} chunks of up to
+{cfg["chunk"]:,} rows (one Dask partition each); `RFF(dim={D}, num_features={M}, bandwidth=1, seed=0)`;
 ε = {EPS} (discrete Laplace, 2% of the budget for the count). {args.repeats} timed releases per
 configuration ({warmup} untimed warm-up), median. Not timed: data generation, cluster start-up
 ({t_start:.1f} s) and persisting the Dask array on the workers ({t_persist:.1f} s).
@@ -126,7 +152,9 @@ The Dask timing includes the scale search (identical on both sides, client only)
 graph, shipping the public feature map to the workers, and gathering {len(sizes)} partition
 results of {M} integers each; the noise is drawn once on the client.
 """
-    C.write_report(C.out_dir(args) / f"{NAME}.md", "Dask release vs single-process release", info, body, args.quick)
+    C.write_report(
+        C.out_dir(args) / f"{NAME}.md", "Dask release vs single-process release", info, body, args.quick
+    )
     if not equal:
         raise SystemExit("the Dask and single-process integer sums differ")
 

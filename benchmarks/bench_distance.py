@@ -48,14 +48,26 @@ NAME = "bench_distance"
 DATA_SEED = 20240611
 QUERY_SEED = 11
 FULL = {
-    "n": 100_000, "q": 1000, "d": 10, "levels": 10, "bins": 64, "alpha": 0.1,
+    "n": 100_000,
+    "q": 1000,
+    "d": 10,
+    "levels": 10,
+    "bins": 64,
+    "alpha": 0.1,
     "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
-    "sweep_levels": [4, 6, 8, 10, 12, 14, 16], "sweep_alpha": [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0],
+    "sweep_levels": [4, 6, 8, 10, 12, 14, 16],
+    "sweep_alpha": [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0],
 }
 QUICK = {
-    "n": 10_000, "q": 200, "d": 10, "levels": 8, "bins": 64, "alpha": 0.1,
+    "n": 10_000,
+    "q": 200,
+    "d": 10,
+    "levels": 8,
+    "bins": 64,
+    "alpha": 0.1,
     "eps": [0.1, 1.0, 10.0],
-    "sweep_levels": [6, 10], "sweep_alpha": [0.1, 1.0],
+    "sweep_levels": [6, 10],
+    "sweep_alpha": [0.1, 1.0],
 }
 METHODS = ("consistent", "geometric", "leaves")
 ROWS = {
@@ -152,7 +164,8 @@ def run_setting(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int, with_l2: 
                 sk_m = dps.release_sketch(X, moments, bounds=(0.0, 1.0), epsilon=eps)
                 out["l2"].setdefault(eps, []).append(rel_err(SquaredL2DistanceSum(sk_m)(Q), truth2))
         C.progress(
-            f"{label} ε={eps:g}: " + ", ".join(f"{k} {np.mean(v[eps]):.2e}" for k, v in out.items() if eps in v)
+            f"{label} ε={eps:g}: "
+            + ", ".join(f"{k} {np.mean(v[eps]):.2e}" for k, v in out.items() if eps in v)
         )
     out["std_ratio"] = std_ratio
     return out
@@ -172,10 +185,14 @@ def sweeps(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int) -> dict[str, A
             sk = dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=1.0)
             for m in METHODS:
                 errs[m].append(rel_err(L1DistanceSum(sk, method=m, alpha=cfg["alpha"])(Q), truth))
-        exact = dps.Sketch(feature_map=fm, sum_units=np.array(fm.fixed_sum(X), dtype=np.int64), count=X.shape[0])
+        exact = dps.Sketch(
+            feature_map=fm, sum_units=np.array(fm.fixed_sum(X), dtype=np.int64), count=X.shape[0]
+        )
         by_level[L] = {m: float(np.mean(v)) for m, v in errs.items()}
         by_level[L]["consistent, noise-free"] = rel_err(L1DistanceSum(exact)(Q), truth)
-        by_level[L]["geometric, noise-free"] = rel_err(L1DistanceSum(exact, method="geometric", alpha=cfg["alpha"])(Q), truth)
+        by_level[L]["geometric, noise-free"] = rel_err(
+            L1DistanceSum(exact, method="geometric", alpha=cfg["alpha"])(Q), truth
+        )
         C.progress(f"levels={L}: " + ", ".join(f"{k} {v:.2e}" for k, v in by_level[L].items()))
 
     fm = dps.DyadicTrees(bounds=(0.0, 1.0), levels=cfg["levels"], dim=1)
@@ -183,7 +200,9 @@ def sweeps(X: np.ndarray, Q: np.ndarray, cfg: dict, repeats: int) -> dict[str, A
     exact = dps.Sketch(feature_map=fm, sum_units=np.array(fm.fixed_sum(X), dtype=np.int64), count=X.shape[0])
     by_alpha: dict[float, tuple[float, float]] = {}
     for a in cfg["sweep_alpha"]:
-        noisy = float(np.mean([rel_err(L1DistanceSum(sk, method="geometric", alpha=a)(Q), truth) for sk in sks]))
+        noisy = float(
+            np.mean([rel_err(L1DistanceSum(sk, method="geometric", alpha=a)(Q), truth) for sk in sks])
+        )
         by_alpha[a] = (noisy, rel_err(L1DistanceSum(exact, method="geometric", alpha=a)(Q), truth))
     C.progress("α sweep: " + ", ".join(f"{a:g}: {v[0]:.2e}" for a, v in by_alpha.items()))
 
@@ -234,14 +253,31 @@ def main() -> None:
     for e, target in TARGETS.items():
         if e in one["consistent"]:
             v = float(np.mean(one["consistent"][e]))
-            target_rows.append([f"ε = {e:g}", f"≤ {100 * target:g} %", f"{100 * v:.3g} %", "met" if v <= target else "NOT met"])
-    calib = [[f"ε={e:g}", C.fmt(np.mean(one["std_ratio"][e])), C.fmt(np.mean(many["std_ratio"][e]))] for e in eps_list]
+            target_rows.append(
+                [
+                    f"ε = {e:g}",
+                    f"≤ {100 * target:g} %",
+                    f"{100 * v:.3g} %",
+                    "met" if v <= target else "NOT met",
+                ]
+            )
+    calib = [
+        [f"ε={e:g}", C.fmt(np.mean(one["std_ratio"][e])), C.fmt(np.mean(many["std_ratio"][e]))]
+        for e in eps_list
+    ]
     lv_keys = [*METHODS, "consistent, noise-free", "geometric, noise-free"]
-    lv_rows = [[f"L = {L} ({1 << L} leaves)"] + [f"{100 * v[k]:.3g} %" for k in lv_keys] for L, v in sw["levels"].items()]
+    lv_rows = [
+        [f"L = {L} ({1 << L} leaves)"] + [f"{100 * v[k]:.3g} %" for k in lv_keys]
+        for L, v in sw["levels"].items()
+    ]
     a_rows = [[f"α = {a:g}", f"{100 * v[0]:.3g} %", f"{100 * v[1]:.3g} %"] for a, v in sw["alpha"].items()]
     sp_rows = [[m, C.fmt(v[0] * 1e3), C.fmt(v[1] * 1e3), C.fmt(v[2] * 1e3)] for m, v in sw["speed"].items()]
     L = cfg["levels"]
-    quick_note = f"\nQuick run: the targets assume n = {FULL['n']:,}; with n = {n:,} they need not be met.\n" if args.quick else ""
+    quick_note = (
+        f"\nQuick run: the targets assume n = {FULL['n']:,}; with n = {n:,} they need not be met.\n"
+        if args.quick
+        else ""
+    )
     e_max = max(eps_list)
     hist_floor = float(np.mean(one["hist"][e_max]))
     hist_clus, tree_clus = float(np.mean(clus["hist"][e_max])), float(np.mean(clus["consistent"][e_max]))
@@ -251,7 +287,7 @@ def main() -> None:
 n = {n:,} points, {q:,} queries, {repeats} releases per ε (fresh OpenDP discrete Laplace noise each;
 0.98 of ε on the sum, 0.02 on the count). Metric: mean over queries of |estimate − truth| / truth,
 then mean over releases. Trees: `DyadicTrees(bounds=(0, 1), levels={L})` (Δ₁ = d·{L + 1}); histogram
-baseline: `Histogram(bins={cfg['bins']})` (Δ₁ = d), answered from bin centres; squared ℓ2:
+baseline: `Histogram(bins={cfg["bins"]})` (Δ₁ = d), answered from bin centres; squared ℓ2:
 `Moments(radius=√d/2, center=0.5)`. The three ℓ1 estimators read the same tree release.
 Total run time {elapsed:.0f} s.
 
@@ -286,11 +322,11 @@ cruder distance (the noise-free column):
 
 {C.md_table(["α", "ε = 1", "noise-free"], a_rows)}
 
-On uniform data the {cfg['bins']}-bin histogram is about as accurate as the consistent tree, and more
+On uniform data the {cfg["bins"]}-bin histogram is about as accurate as the consistent tree, and more
 accurate at small ε and in d = {d}: its sensitivity is d instead of d(L + 1) = {L + 1}·d, and
 bin-centre distances are nearly unbiased for smooth data. Its 1-D floor at ε = {e_max:g}
 ({100 * hist_floor:.2g} %) is the bias of placing the query's own bin at its centre. On clustered
-data its 1/{cfg['bins']}-wide bins cost {100 * hist_clus:.2g} % at ε = {e_max:g} whatever the noise,
+data its 1/{cfg["bins"]}-wide bins cost {100 * hist_clus:.2g} % at ε = {e_max:g} whatever the noise,
 while the consistent tree (leaves 1/{1 << L} wide) reaches {100 * tree_clus:.2g} %.
 
 ## Error bars (`return_std=True`, consistent)
@@ -309,7 +345,9 @@ itself noisy (about ±0.2):
     png = od / f"{NAME}.png"
     _plot(png, one, many, clus, sw, cfg, names)
     body += f"\nPlot: `{png.name}`.\n"
-    C.write_report(od / f"{NAME}.md", f"Distance queries from one private sketch (n = {n:,})", info, body, args.quick)
+    C.write_report(
+        od / f"{NAME}.md", f"Distance queries from one private sketch (n = {n:,})", info, body, args.quick
+    )
 
 
 def _plot(path: Path, one: dict, many: dict, clus: dict, sw: dict, cfg: dict, names: dict) -> None:
@@ -320,15 +358,30 @@ def _plot(path: Path, one: dict, many: dict, clus: dict, sw: dict, cfg: dict, na
 
     eps = np.array(cfg["eps"])
     style = {
-        "consistent": ("#1f77b4", "o", "-"), "geometric": ("#ff7f0e", "s", "-"), "leaves": ("#2ca02c", "^", "-"),
-        "hist": ("#d62728", "v", "--"), "zero": ("k", "", ":"), "l2": ("#9467bd", "D", "-."),
+        "consistent": ("#1f77b4", "o", "-"),
+        "geometric": ("#ff7f0e", "s", "-"),
+        "leaves": ("#2ca02c", "^", "-"),
+        "hist": ("#d62728", "v", "--"),
+        "zero": ("k", "", ":"),
+        "l2": ("#9467bd", "D", "-."),
     }
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
-    for ax, res, title in ((axes[0], one, "1-D uniform"), (axes[1], many, f"d = {cfg['d']} uniform"), (axes[2], clus, "1-D clustered")):
+    for ax, res, title in (
+        (axes[0], one, "1-D uniform"),
+        (axes[1], many, f"d = {cfg['d']} uniform"),
+        (axes[2], clus, "1-D clustered"),
+    ):
         for key, (c, mk, ls) in style.items():
             if not res[key]:
                 continue
-            ax.loglog(eps, [100 * np.mean(res[key][e]) for e in cfg["eps"]], color=c, marker=mk, ls=ls, label=names[key])
+            ax.loglog(
+                eps,
+                [100 * np.mean(res[key][e]) for e in cfg["eps"]],
+                color=c,
+                marker=mk,
+                ls=ls,
+                label=names[key],
+            )
         if res is one:
             for e, t in TARGETS.items():
                 ax.plot([e], [100 * t], marker="*", ms=14, color="gold", mec="k", ls="none")
@@ -342,7 +395,13 @@ def _plot(path: Path, one: dict, many: dict, clus: dict, sw: dict, cfg: dict, na
     for key in METHODS:
         c, mk, _ = style[key]
         ax.semilogy(Ls, [100 * sw["levels"][L][key] for L in Ls], color=c, marker=mk, label=key)
-    ax.semilogy(Ls, [100 * max(sw["levels"][L]["consistent, noise-free"], 1e-12) for L in Ls], color="#1f77b4", ls=":", label="consistent, noise-free")
+    ax.semilogy(
+        Ls,
+        [100 * max(sw["levels"][L]["consistent, noise-free"], 1e-12) for L in Ls],
+        color="#1f77b4",
+        ls=":",
+        label="consistent, noise-free",
+    )
     ax.set_title("1-D, ε = 1: tree depth L")
     ax.set_xlabel("L (2^L leaves)")
     ax.legend(fontsize=7)

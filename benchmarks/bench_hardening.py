@@ -35,8 +35,24 @@ NAME = "bench_hardening"
 def run_pytest(paths: list[str], env: dict[str, str]) -> tuple[int, str, float]:
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:logging", "-m", "not slow", *paths],
-        cwd=C.REPO_ROOT, env=env, capture_output=True, text=True, timeout=7200,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:logging",
+            "-m",
+            "not slow",
+            *paths,
+        ],
+        cwd=C.REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=7200,
     )
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
     return proc.returncode, tail, time.perf_counter() - t0
@@ -69,32 +85,49 @@ def main() -> None:
         c = by_cat[cat]
         total.update(c)
         rows.append([cat, c["tried"], c["error"], c["ok"], c["released"], c["released after error"]])
-    rows.append(["**all**", total["tried"], total["error"], total["ok"], total["released"],
-                 total["released after error"]])
+    rows.append(
+        [
+            "**all**",
+            total["tried"],
+            total["error"],
+            total["ok"],
+            total["released"],
+            total["released after error"],
+        ]
+    )
     table = C.md_table(
-        ["category", "cases tried", "clean errors", "valid results", "released", "released after an error (must be 0)"],
+        [
+            "category",
+            "cases tried",
+            "clean errors",
+            "valid results",
+            "released",
+            "released after an error (must be 0)",
+        ],
         rows,
     )
-    body = "\n".join([
-        "Every case hypothesis drew in `tests/property/test_hardening.py` (bad shapes and dtypes, NaN/±inf, "
-        "±1e308 and subnormal values, empty data, wrong or duplicate column names, wrong parameter types, "
-        "truncated/bit-flipped/tampered sketch files, tampered feature-map specs, bad CLI files, schemas and "
-        "options), by category. *Clean error* = `ValueError`/`SketchFormatError` (CLI: exit code 2 with a "
-        "message); any other exception fails the test run. *Released* = a sketch was returned by a release "
-        "call, a `dp.Context` query was answered, or the CLI wrote a sketch file. For errors the tests also "
-        "check that no OpenDP measurement was invoked (or the Context budget is unchanged, or no file exists).",
-        "",
-        f"Command: `{C.command_line()}`; hypothesis examples × {scale}.",
-        "",
-        table,
-        "",
-        f"- property tests: exit code {code} — `{summary}` ({seconds:.0f} s)",
-        f"- privacy audit (`tests/privacy/test_audit.py`, not slow): exit code {audit_code} — "
-        f"`{audit_summary}` ({audit_seconds:.0f} s)",
-        "",
-        "The comparison of the same run: valid inputs of the release paths all released (`valid results` = "
-        "`released` for `release_sketch …`, `dp.Context …` and `CLI release`), refused inputs never did.",
-    ])
+    body = "\n".join(
+        [
+            "Every case hypothesis drew in `tests/property/test_hardening.py` (bad shapes and dtypes, NaN/±inf, "
+            "±1e308 and subnormal values, empty data, wrong or duplicate column names, wrong parameter types, "
+            "truncated/bit-flipped/tampered sketch files, tampered feature-map specs, bad CLI files, schemas and "
+            "options), by category. *Clean error* = `ValueError`/`SketchFormatError` (CLI: exit code 2 with a "
+            "message); any other exception fails the test run. *Released* = a sketch was returned by a release "
+            "call, a `dp.Context` query was answered, or the CLI wrote a sketch file. For errors the tests also "
+            "check that no OpenDP measurement was invoked (or the Context budget is unchanged, or no file exists).",
+            "",
+            f"Command: `{C.command_line()}`; hypothesis examples × {scale}.",
+            "",
+            table,
+            "",
+            f"- property tests: exit code {code} — `{summary}` ({seconds:.0f} s)",
+            f"- privacy audit (`tests/privacy/test_audit.py`, not slow): exit code {audit_code} — "
+            f"`{audit_summary}` ({audit_seconds:.0f} s)",
+            "",
+            "The comparison of the same run: valid inputs of the release paths all released (`valid results` = "
+            "`released` for `release_sketch …`, `dp.Context …` and `CLI release`), refused inputs never did.",
+        ]
+    )
     info = C.machine_info()
     out = C.out_dir(args) / f"{NAME}.md"
     C.write_report(out, "Hardening: bad-input cases and how they ended", info, body, args.quick)

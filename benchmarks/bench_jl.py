@@ -55,14 +55,30 @@ QUERY_NOTE = (
     "which would swamp the arithmetic. Construction uses the default threads."
 )
 FULL = {
-    "n": 20_000, "d": 2048, "clusters": 10, "queries": 200, "m": 1000,
-    "ks": [32, 64, 128, 256, 512], "eps": 1.0,
-    "smooth_k": 64, "smooth_terms": [4, 8], "terms_J": [2, 4, 6, 8, 10, 12], "terms_T": [10.0, 100.0, 1000.0],
+    "n": 20_000,
+    "d": 2048,
+    "clusters": 10,
+    "queries": 200,
+    "m": 1000,
+    "ks": [32, 64, 128, 256, 512],
+    "eps": 1.0,
+    "smooth_k": 64,
+    "smooth_terms": [4, 8],
+    "terms_J": [2, 4, 6, 8, 10, 12],
+    "terms_T": [10.0, 100.0, 1000.0],
 }
 QUICK = {
-    "n": 2_000, "d": 256, "clusters": 10, "queries": 50, "m": 200,
-    "ks": [16, 32, 64], "eps": 1.0,
-    "smooth_k": 32, "smooth_terms": [4], "terms_J": [4, 8], "terms_T": [100.0],
+    "n": 2_000,
+    "d": 256,
+    "clusters": 10,
+    "queries": 50,
+    "m": 200,
+    "ks": [16, 32, 64],
+    "eps": 1.0,
+    "smooth_k": 32,
+    "smooth_terms": [4],
+    "terms_J": [4, 8],
+    "terms_T": [100.0],
 }
 
 
@@ -136,7 +152,9 @@ def main() -> None:
         ref = fm.sensitivity(1) / eps
         meas = dp.binary_search_chain(
             lambda s: chain >> dps.then_private_sketch(dp.max_divergence(), fm, s),
-            d_in=1, d_out=eps, bounds=(ref / 20, ref * 1e4),
+            d_in=1,
+            d_out=eps,
+            bounds=(ref / 20, ref * 1e4),
         )
         assert meas.map(1) <= eps
         return meas(X), JLProjection(d, k, seed=seed)
@@ -180,10 +198,15 @@ def main() -> None:
     for k in configs:
         a = acc[k]
         row = {
-            "k": k, "err": float(np.mean(a["err"])), "err_sd": float(np.std(a["err"])),
-            "abs": float(np.mean(a["abs"])), "jl": float(np.mean(a["jl"])) if a["jl"] else None,
-            "build": C.median(a["build"]), "proj": C.median(a["proj"]) if a["proj"] else None,
-            "query": C.median(a["query"]), "noise_std": last[k][0].noise_std(),
+            "k": k,
+            "err": float(np.mean(a["err"])),
+            "err_sd": float(np.std(a["err"])),
+            "abs": float(np.mean(a["abs"])),
+            "jl": float(np.mean(a["jl"])) if a["jl"] else None,
+            "build": C.median(a["build"]),
+            "proj": C.median(a["proj"]) if a["proj"] else None,
+            "query": C.median(a["query"]),
+            "noise_std": last[k][0].noise_std(),
             "bg": max((b for b in a["bg"] if b is not None), default=None),
         }
         rows.append(row)
@@ -220,29 +243,54 @@ def main() -> None:
         for label, budget in budgets:
             t0 = time.perf_counter()
             if budget is None:
-                sks = [dps.Sketch(fm, np.array(fm.fixed_sum(Y), dtype=np.int64), n) for fm in plan.feature_maps]
+                sks = [
+                    dps.Sketch(fm, np.array(fm.fixed_sum(Y), dtype=np.int64), n) for fm in plan.feature_maps
+                ]
             else:
                 sks = release_smooth_sketches(X, plan, (-1.0, 1.0), projection=proj, **budget)
             t_rel = time.perf_counter() - t0
             est = plan.kde(sks)
             vals = est(Qp)
-            smooth_rows.append([
-                str(plan.coefficients.size), label, C.fmt(plan.max_error), C.fmt(est.noise_std()),
-                C.fmt(rel_err(vals, smooth_truth_proj)), C.fmt(rel_err(vals, smooth_truth)), C.fmt(t_rel),
-            ])
+            smooth_rows.append(
+                [
+                    str(plan.coefficients.size),
+                    label,
+                    C.fmt(plan.max_error),
+                    C.fmt(est.noise_std()),
+                    C.fmt(rel_err(vals, smooth_truth_proj)),
+                    C.fmt(rel_err(vals, smooth_truth)),
+                    C.fmt(t_rel),
+                ]
+            )
             C.progress(f"smooth J={J} {label}: rel. error {rel_err(vals, smooth_truth):.4f} ({t_rel:.1f} s)")
 
     # -- report -----------------------------------------------------------------------------------
     direct = rows[-1]
     table = C.md_table(
-        ["dimension", "rel. error (private)", "± sd over releases", "abs. error (private)",
-         "JL only: rel. error of the exact projected KDE", "DP-noise std", "construction (s)",
-         "of which projection (s)", f"query ×{cfg['queries']} (ms)", "max other CPU (cores)"],
+        [
+            "dimension",
+            "rel. error (private)",
+            "± sd over releases",
+            "abs. error (private)",
+            "JL only: rel. error of the exact projected KDE",
+            "DP-noise std",
+            "construction (s)",
+            "of which projection (s)",
+            f"query ×{cfg['queries']} (ms)",
+            "max other CPU (cores)",
+        ],
         [
             [
                 f"k = {r['k']}" if r["k"] is not None else f"none (d = {d})",
-                C.fmt(r["err"]), C.fmt(r["err_sd"]), C.fmt(r["abs"]), C.fmt(r["jl"]), C.fmt(r["noise_std"]),
-                C.fmt(r["build"]), C.fmt(r["proj"]), C.fmt(r["query"] * 1e3), C.fmt(r["bg"]),
+                C.fmt(r["err"]),
+                C.fmt(r["err_sd"]),
+                C.fmt(r["abs"]),
+                C.fmt(r["jl"]),
+                C.fmt(r["noise_std"]),
+                C.fmt(r["build"]),
+                C.fmt(r["proj"]),
+                C.fmt(r["query"] * 1e3),
+                C.fmt(r["bg"]),
             ]
             for r in rows
         ],
@@ -250,15 +298,26 @@ def main() -> None:
     speed = C.md_table(
         ["k", "construction speed-up vs direct", "query speed-up vs direct", "extra rel. error vs direct"],
         [
-            [str(r["k"]), C.fmt(direct["build"] / r["build"]), C.fmt(direct["query"] / r["query"]),
-             C.fmt(r["err"] - direct["err"])]
+            [
+                str(r["k"]),
+                C.fmt(direct["build"] / r["build"]),
+                C.fmt(direct["query"] / r["query"]),
+                C.fmt(r["err"] - direct["err"]),
+            ]
             for r in rows[:-1]
         ],
     )
     terms_table = C.md_table(["J"] + [f"T = {T:g}" for T in cfg["terms_T"]], term_rows)
     smooth_table = C.md_table(
-        ["terms", "budget", "fit error bound", "DP-noise std", "rel. error vs exact (projected)",
-         "rel. error vs exact (original)", "release (s)"],
+        [
+            "terms",
+            "budget",
+            "fit error bound",
+            "DP-noise std",
+            "rel. error vs exact (projected)",
+            "rel. error vs exact (original)",
+            "release (s)",
+        ],
         smooth_rows,
     )
     # judged on the timed calls themselves (the run average also covers the waits for quiet)
@@ -266,8 +325,8 @@ def main() -> None:
     disturbed = bg is not None and bg > C.BUSY_CORES
     body = f"""## Setting
 
-n = {n:,} unit vectors in d = {d} from {cfg['clusters']} Gaussian clusters (relative spread {SPREAD}),
-{cfg['queries']} held-out queries from the same clusters, public box [−1, 1]^{d}. Gaussian kernel
+n = {n:,} unit vectors in d = {d} from {cfg["clusters"]} Gaussian clusters (relative spread {SPREAD}),
+{cfg["queries"]} held-out queries from the same clusters, public box [−1, 1]^{d}. Gaussian kernel
 exp(−‖x − q‖²/(2σ²)) with σ = √(2s²/(1 + s²)) = {sigma:.3f}, the typical within-cluster distance
 derived from the public spread s = {SPREAD} (not from the data). The same σ is used after
 projection, because E‖Gx/√k‖² = ‖x‖². Exact KDE at the queries: median {np.median(truth):.4f}, range
@@ -304,7 +363,7 @@ Certified max error of the exponential-sum fit `smooth_kernel_terms(J, T)` on t 
 
 Smooth KDE on the k = {ks} projection (h = √2·σ = {h:.3f}, T = 100), `release_smooth_sketches(...,
 projection=JLProjection({d}, {ks}))` as one composed OpenDP measurement, with m = {m} per term.
-The relative errors are averaged over the {cfg['queries']} queries. The exact smooth KDE is
+The relative errors are averaged over the {cfg["queries"]} queries. The exact smooth KDE is
 {np.median(smooth_truth):.3f} (median).
 
 {smooth_table}
@@ -327,7 +386,9 @@ between the two relative-error columns, as read from the noise-free rows).
     png = od / f"{NAME}.png"
     _plot(png, rows, cfg, term_rows)
     body += f"\nPlot: `{png.name}`.\n"
-    C.write_report(od / f"{NAME}.md", f"JL projection + private KDE (n = {n:,}, d = {d})", info, body, args.quick)
+    C.write_report(
+        od / f"{NAME}.md", f"JL projection + private KDE (n = {n:,}, d = {d})", info, body, args.quick
+    )
 
 
 def _plot(path: Path, rows: list[dict[str, Any]], cfg: dict[str, Any], term_rows: list[list[str]]) -> None:
@@ -340,7 +401,13 @@ def _plot(path: Path, rows: list[dict[str, Any]], cfg: dict[str, Any], term_rows
     ks = [r["k"] for r in proj_rows]
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
     ax = axes[0]
-    ax.errorbar(ks, [r["err"] for r in proj_rows], yerr=[r["err_sd"] for r in proj_rows], marker="o", label="JL + private RFF")
+    ax.errorbar(
+        ks,
+        [r["err"] for r in proj_rows],
+        yerr=[r["err_sd"] for r in proj_rows],
+        marker="o",
+        label="JL + private RFF",
+    )
     ax.plot(ks, [r["jl"] for r in proj_rows], marker="s", ls="--", label="JL only (exact KDE)")
     ax.axhline(direct["err"], color="k", ls=":", label=f"private RFF, d = {cfg['d']}")
     ax.set_xscale("log", base=2)

@@ -38,13 +38,22 @@ NAME = "bench_kde"
 DATA_SEED = 20240613
 QUERY_SEED = 99
 WIDTH = 20.0
-FULL = {"n": 241_000, "q": 1000, "rows": [25, 100, 400], "buckets": 1000, "rff_m": [200, 1000], "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]}
+FULL = {
+    "n": 241_000,
+    "q": 1000,
+    "rows": [25, 100, 400],
+    "buckets": 1000,
+    "rff_m": [200, 1000],
+    "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+}
 QUICK = {"n": 5_000, "q": 100, "rows": [25], "buckets": 100, "rff_m": [100], "eps": [1.0]}
 DELTA = 0.05
 
 
 def skin_like(n: int, rng: np.random.Generator) -> np.ndarray:
-    centres = np.array([[200, 150, 120], [170, 120, 90], [120, 80, 60], [230, 190, 170], [90, 60, 40], [60, 120, 200]], float)
+    centres = np.array(
+        [[200, 150, 120], [170, 120, 90], [120, 80, 60], [230, 190, 170], [90, 60, 40], [60, 120, 200]], float
+    )
     spread = np.array([15, 18, 12, 10, 14, 30], float)
     k = rng.choice(len(centres), size=n, p=[0.25, 0.2, 0.15, 0.15, 0.1, 0.15])
     return np.clip(centres[k] + rng.normal(size=(n, 3)) * spread[k, None], 0, 255)
@@ -99,15 +108,28 @@ def main() -> None:
             bound = np.median((f_tilde**2 / R + 2 * R / eps**2) ** 0.5 * np.sqrt(32 * np.log(1 / DELTA)))
             curves.setdefault(f"RACE R={R}", []).append(float(np.mean(maes)))
             rows_out.append(
-                [f"RACE R={R}", f"{eps:g}", C.fmt(np.mean(maes)), C.fmt(np.mean(maes_mom)), C.fmt(sketch_err), C.fmt(np.mean(stds))]
+                [
+                    f"RACE R={R}",
+                    f"{eps:g}",
+                    C.fmt(np.mean(maes)),
+                    C.fmt(np.mean(maes_mom)),
+                    C.fmt(sketch_err),
+                    C.fmt(np.mean(stds)),
+                ]
             )
-            bound_rows.append([R, f"{eps:g}", C.fmt(np.mean(obs95)), C.fmt(bound), C.fmt(np.mean(obs95) / bound)])
-            C.progress(f"RACE R={R} ε={eps:g}: MAE {np.mean(maes):.2e}, MoM {np.mean(maes_mom):.2e}, p95 |err| {np.mean(obs95):.0f} vs bound {bound:.0f}")
+            bound_rows.append(
+                [R, f"{eps:g}", C.fmt(np.mean(obs95)), C.fmt(bound), C.fmt(np.mean(obs95) / bound)]
+            )
+            C.progress(
+                f"RACE R={R} ε={eps:g}: MAE {np.mean(maes):.2e}, MoM {np.mean(maes_mom):.2e}, p95 |err| {np.mean(obs95):.0f} vs bound {bound:.0f}"
+            )
         sk = dps.release_sketch(X, fm, bounds=(0, 255), epsilon=1.0)
         kde = dps.KDE(sk)
         one = C.median(C.time_repeats(lambda k=kde: k(Q[:1]), 20))
         batch = C.median(C.time_repeats(lambda k=kde: k(Q), 5)) / Q.shape[0]
-        time_rows.append([f"RACE R={R}, W={cfg['buckets']}", C.fmt(C.median(builds)), C.fmt(one * 1e3), C.fmt(batch * 1e3)])
+        time_rows.append(
+            [f"RACE R={R}, W={cfg['buckets']}", C.fmt(C.median(builds)), C.fmt(one * 1e3), C.fmt(batch * 1e3)]
+        )
 
     for m in cfg["rff_m"]:
         fm = dps.RFF(dim=3, num_features=m, bandwidth=WIDTH, seed=0)
@@ -126,7 +148,14 @@ def main() -> None:
                 stds.append(kde_r.noise_std())
             curves.setdefault(f"RFF m={m}", []).append(float(np.mean(maes)))
             rows_out.append(
-                [f"RFF m={m} (Gaussian, σ={WIDTH:g})", f"{eps:g}", C.fmt(np.mean(maes)), "–", C.fmt(sketch_err), C.fmt(np.mean(stds))]
+                [
+                    f"RFF m={m} (Gaussian, σ={WIDTH:g})",
+                    f"{eps:g}",
+                    C.fmt(np.mean(maes)),
+                    "–",
+                    C.fmt(sketch_err),
+                    C.fmt(np.mean(stds)),
+                ]
             )
             C.progress(f"RFF m={m} ε={eps:g}: MAE {np.mean(maes):.2e}")
         kde = dps.KDE(dps.release_sketch(X, fm, bounds=(0, 255), epsilon=1.0))
@@ -138,7 +167,7 @@ def main() -> None:
 
 n = {n:,} rows × 3 in [0, 255]^3 (seeded skin-tone mixture; the UCI skin file is not bundled),
 {Q.shape[0]:,} public queries, {repeats} releases per configuration, ε split 0.98 / 0.02 between the
-sketch and the count (OpenDP discrete Laplace). RACE: l2 LSH, bucket width {WIDTH:g}, W = {cfg['buckets']};
+sketch and the count (OpenDP discrete Laplace). RACE: l2 LSH, bucket width {WIDTH:g}, W = {cfg["buckets"]};
 RFF: Gaussian kernel, bandwidth {WIDTH:g}. Each estimate is compared with the exact KDE of its own
 kernel (the LSH collision probability for RACE).
 
@@ -185,7 +214,9 @@ the public LSQ-RFF code (Wagner et al.) reports a DP mean absolute error of 0.00
     fig.savefig(png, dpi=110)
     plt.close(fig)
     body += f"\nPlot: `{png.name}`.\n"
-    C.write_report(od / f"{NAME}.md", f"Private KDE from RACE and RFF sketches (n = {n:,})", info, body, args.quick)
+    C.write_report(
+        od / f"{NAME}.md", f"Private KDE from RACE and RFF sketches (n = {n:,})", info, body, args.quick
+    )
 
 
 if __name__ == "__main__":

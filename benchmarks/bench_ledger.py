@@ -44,9 +44,22 @@ import _common as C  # noqa: E402
 NAME = "bench_ledger"
 SEED = 20240611
 SHARE = 0.01  # ε per release
-FULL = {"kill_target": 200, "kill_rows": 200_000, "max_before_kill": 10, "releases": 120, "rows": 20_000,
-        "procs": [1, 2, 8]}
-QUICK = {"kill_target": 6, "kill_rows": 2_000, "max_before_kill": 3, "releases": 12, "rows": 2_000, "procs": [1, 2]}
+FULL = {
+    "kill_target": 200,
+    "kill_rows": 200_000,
+    "max_before_kill": 10,
+    "releases": 120,
+    "rows": 20_000,
+    "procs": [1, 2, 8],
+}
+QUICK = {
+    "kill_target": 6,
+    "kill_rows": 2_000,
+    "max_before_kill": 3,
+    "releases": 12,
+    "rows": 2_000,
+    "procs": [1, 2],
+}
 
 
 # -- child ----------------------------------------------------------------------------------------
@@ -81,10 +94,15 @@ def worker(config: dict[str, Any]) -> None:
                 break
         done += 1
         print(f"R {rid}", flush=True)
-    lock = {"lock_wait": 0.0, "lock_waits": 0, "lock_held": 0.0} if session is None else {
-        "lock_wait": session.ledger.lock_wait, "lock_waits": session.ledger.lock_waits,
-        "lock_held": session.ledger.lock_held,
-    }
+    lock = (
+        {"lock_wait": 0.0, "lock_waits": 0, "lock_held": 0.0}
+        if session is None
+        else {
+            "lock_wait": session.ledger.lock_wait,
+            "lock_waits": session.ledger.lock_waits,
+            "lock_held": session.ledger.lock_held,
+        }
+    )
     print("DONE " + json.dumps({"releases": done, "seconds": time.perf_counter() - t0, **lock}), flush=True)
 
 
@@ -93,7 +111,9 @@ class Child:
 
     def __init__(self, config: dict[str, Any]) -> None:
         cmd = ["nice", "-n", "10", sys.executable, __file__, "--worker", json.dumps(config)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=C.REPO_ROOT)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=C.REPO_ROOT
+        )
         self.lines: list[str] = []
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -112,7 +132,9 @@ class Child:
     def summary(self) -> dict[str, Any]:
         done = [s for s in self.lines if s.startswith("DONE ")]
         if not done:
-            raise RuntimeError(f"worker failed (exit {self.proc.returncode}): {self.proc.stderr.read()[-2000:]}")
+            raise RuntimeError(
+                f"worker failed (exit {self.proc.returncode}): {self.proc.stderr.read()[-2000:]}"
+            )
         return json.loads(done[0][5:])
 
     def finish(self, timeout: float = 1800.0) -> None:
@@ -139,16 +161,33 @@ def kill_run(root: Path, cfg: dict[str, Any], rng: Any) -> dict[str, Any]:
 
     path = root / "kill.db"
     Session.open(path, "bench", epsilon=1e9).close()
-    stats = {"kills": 0, "children": 0, "returned": 0, "checks": 0, "checks_ok": 0, "lost": 0,
-             "recorded_not_returned": 0, "min_margin": None, "kills_before_first_release": 0}
+    stats = {
+        "kills": 0,
+        "children": 0,
+        "returned": 0,
+        "checks": 0,
+        "checks_ok": 0,
+        "lost": 0,
+        "recorded_not_returned": 0,
+        "min_margin": None,
+        "kills_before_first_release": 0,
+    }
     seen: set[int] = set()
     per_release: list[float] = []
     while True:
         losses = ledger_losses(path)
         if len(losses) >= cfg["kill_target"]:
             break
-        child = Child({"path": str(path), "seed": int(rng.integers(1 << 30)), "rows": cfg["kill_rows"],
-                       "plain": False, "go": None, "limit": None})
+        child = Child(
+            {
+                "path": str(path),
+                "seed": int(rng.integers(1 << 30)),
+                "rows": cfg["kill_rows"],
+                "plain": False,
+                "go": None,
+                "limit": None,
+            }
+        )
         stats["children"] += 1
         child.ready.wait(300)
         t_ready = time.perf_counter()
@@ -177,7 +216,9 @@ def kill_run(root: Path, cfg: dict[str, Any], rng: Any) -> dict[str, Any]:
     # share of a release loop spent inside the write lock, from one child that is not killed
     cal = root / "calibration.db"
     Session.open(cal, "bench", epsilon=1.0).close()
-    child = Child({"path": str(cal), "seed": SEED, "rows": cfg["kill_rows"], "plain": False, "go": None, "limit": 5})
+    child = Child(
+        {"path": str(cal), "seed": SEED, "rows": cfg["kill_rows"], "plain": False, "go": None, "limit": 5}
+    )
     child.finish()
     summary = child.summary()
     stats["held_share"] = summary["lock_held"] / summary["seconds"]
@@ -199,8 +240,16 @@ def concurrent_run(root: Path, cfg: dict[str, Any], procs: int, plain: bool = Fa
     limit = cfg["releases"] if plain else None
     with C.Probe(include_children=True) as probe:
         children = [
-            Child({"path": str(path), "seed": SEED + k, "rows": cfg["rows"], "plain": plain, "go": str(go),
-                   "limit": limit})
+            Child(
+                {
+                    "path": str(path),
+                    "seed": SEED + k,
+                    "rows": cfg["rows"],
+                    "plain": plain,
+                    "go": str(go),
+                    "limit": limit,
+                }
+            )
             for k in range(procs)
         ]
         for c in children:
@@ -212,17 +261,29 @@ def concurrent_run(root: Path, cfg: dict[str, Any], procs: int, plain: bool = Fa
         wall = time.perf_counter() - t0
     summaries = [c.summary() for c in children]
     releases = sum(s["releases"] for s in summaries)
-    out = {"procs": procs, "plain": plain, "releases": releases, "wall": wall, "rate": releases / wall,
-           "lock_wait": sum(s["lock_wait"] for s in summaries),
-           "lock_waits": sum(s["lock_waits"] for s in summaries),
-           "held_share": sum(s["lock_held"] for s in summaries) / max(sum(s["seconds"] for s in summaries), 1e-9),
-           "background": probe.background_cores}
+    out = {
+        "procs": procs,
+        "plain": plain,
+        "releases": releases,
+        "wall": wall,
+        "rate": releases / wall,
+        "lock_wait": sum(s["lock_wait"] for s in summaries),
+        "lock_waits": sum(s["lock_waits"] for s in summaries),
+        "held_share": sum(s["lock_held"] for s in summaries)
+        / max(sum(s["seconds"] for s in summaries), 1e-9),
+        "background": probe.background_cores,
+    }
     if not plain:
         check = verify_ledger(path)
         seen = [i for c in children for i in c.ids()]
         losses = ledger_losses(path)
-        out.update(ok=check["ok"], spent=check["datasets"]["bench"]["spent"][0], total=total,
-                   lost=len(set(seen) - set(losses)), duplicates=len(seen) - len(set(seen)))
+        out.update(
+            ok=check["ok"],
+            spent=check["datasets"]["bench"]["spent"][0],
+            total=total,
+            lost=len(set(seen) - set(losses)),
+            duplicates=len(seen) - len(set(seen)),
+        )
     return out
 
 
@@ -256,58 +317,106 @@ def main() -> None:
         ["kills before the child's first returned release", kill["kills_before_first_release"]],
         ["releases recorded in the ledger", kill["recorded"]],
         ["releases the children saw returned (printed)", kill["returned"]],
-        ["recorded but never returned (killed between commit and print: spent, conservatively)",
-         kill["recorded_not_returned"]],
+        [
+            "recorded but never returned (killed between commit and print: spent, conservatively)",
+            kill["recorded_not_returned"],
+        ],
         ["returned but missing from the ledger (must be 0)", kill["lost"]],
-        ["share of the release loop spent inside the write-lock transaction (child not killed)",
-         C.fmt(kill["held_share"])],
-        ["kills expected inside a transaction (kills after READY × that share)",
-         C.fmt(kill["kills"] * kill["held_share"])],
-        ["ledger checks passed / run (integrity, spent == Σ recorded, spent ≤ total, sketches stored, "
-         "returned ⊆ recorded, spent ≥ Σ returned)", f"{kill['checks_ok']} / {kill['checks']}"],
-        ["min over checks of spent − Σ loss of returned releases (ε, must be ≥ 0)",
-         C.fmt(float(kill["min_margin"] or 0))],
+        [
+            "share of the release loop spent inside the write-lock transaction (child not killed)",
+            C.fmt(kill["held_share"]),
+        ],
+        [
+            "kills expected inside a transaction (kills after READY × that share)",
+            C.fmt(kill["kills"] * kill["held_share"]),
+        ],
+        [
+            "ledger checks passed / run (integrity, spent == Σ recorded, spent ≤ total, sketches stored, "
+            "returned ⊆ recorded, spent ≥ Σ returned)",
+            f"{kill['checks_ok']} / {kill['checks']}",
+        ],
+        [
+            "min over checks of spent − Σ loss of returned releases (ε, must be ≥ 0)",
+            C.fmt(float(kill["min_margin"] or 0)),
+        ],
     ]
     conc_rows = [
-        ["plain `dps.release_sketch`, no ledger (baseline)", 1, plain["releases"], C.fmt(plain["wall"]),
-         C.fmt(plain["rate"]), C.fmt(plain["rate"] / one), "–", "–", "–", "–", C.fmt(plain["background"])]
+        [
+            "plain `dps.release_sketch`, no ledger (baseline)",
+            1,
+            plain["releases"],
+            C.fmt(plain["wall"]),
+            C.fmt(plain["rate"]),
+            C.fmt(plain["rate"] / one),
+            "–",
+            "–",
+            "–",
+            "–",
+            C.fmt(plain["background"]),
+        ]
     ]
     for r in runs:
-        conc_rows.append([
-            f"session, {r['procs']} process{'es' if r['procs'] > 1 else ''}", r["procs"], r["releases"],
-            C.fmt(r["wall"]), C.fmt(r["rate"]), C.fmt(r["rate"] / one),
-            f"{r['lock_waits']} / {C.fmt(r['lock_wait'])} s ({C.fmt(1e3 * r['lock_wait'] / max(r['releases'], 1))} ms per release)",
-            f"{r['spent']:.6g} / {r['total']:.6g}" + (" ✓" if r["spent"] <= r["total"] and r["ok"] else " ✗"),
-            f"{r['lost']} lost, {r['duplicates']} duplicated", C.fmt(r["held_share"]), C.fmt(r["background"]),
-        ])
+        conc_rows.append(
+            [
+                f"session, {r['procs']} process{'es' if r['procs'] > 1 else ''}",
+                r["procs"],
+                r["releases"],
+                C.fmt(r["wall"]),
+                C.fmt(r["rate"]),
+                C.fmt(r["rate"] / one),
+                f"{r['lock_waits']} / {C.fmt(r['lock_wait'])} s ({C.fmt(1e3 * r['lock_wait'] / max(r['releases'], 1))} ms per release)",
+                f"{r['spent']:.6g} / {r['total']:.6g}"
+                + (" ✓" if r["spent"] <= r["total"] and r["ok"] else " ✗"),
+                f"{r['lost']} lost, {r['duplicates']} duplicated",
+                C.fmt(r["held_share"]),
+                C.fmt(r["background"]),
+            ]
+        )
     body = f"""## Setting
 
 Each child is a fresh interpreter (`nice -n 10`) releasing Histogram sketches (d = 2, 4 bins per
-column, {cfg['rows']:,} rows, ε = {SHARE} per release, discrete Laplace, scale found by OpenDP's
+column, {cfg["rows"]:,} rows, ε = {SHARE} per release, discrete Laplace, scale found by OpenDP's
 binary search in every release) through `Session.release_sketch` on one SQLite ledger (WAL,
 `synchronous=FULL`, `BEGIN IMMEDIATE` around filter → release → record → commit). It prints each
 release id after the release returned. Ledger checks use `verify_ledger` (read-only).
 
-## 1. SIGKILL at random points until {cfg['kill_target']} releases are recorded
+## 1. SIGKILL at random points until {cfg["kill_target"]} releases are recorded
 
 {C.md_table(["", "count"], kill_rows)}
 
 ## 2. Concurrent processes spending one budget until exhausted
 
-Budget ε = {SHARE} × {cfg['releases']} + {SHARE / 2} (room for exactly {cfg['releases']} releases).
+Budget ε = {SHARE} × {cfg["releases"]} + {SHARE / 2} (room for exactly {cfg["releases"]} releases).
 Wall time runs from the start signal (all children imported and ready) to the last exit. "Lock
 waits" counts transactions that waited more than 1 ms for another process's write lock, and their
 total wait; "lock-held share" is the children's time inside the write-lock transaction over their
 time in the release loop. Ratios are releases/s relative to the one-process session in this run.
 
-{C.md_table(["configuration", "processes", "releases", "wall s", "releases/s", "ratio to 1 process",
-             "lock waits / total wait", "spent / budget (ε)", "lost releases", "lock-held share",
-             "other CPU (cores)"], conc_rows)}
+{
+        C.md_table(
+            [
+                "configuration",
+                "processes",
+                "releases",
+                "wall s",
+                "releases/s",
+                "ratio to 1 process",
+                "lock waits / total wait",
+                "spent / budget (ε)",
+                "lost releases",
+                "lock-held share",
+                "other CPU (cores)",
+            ],
+            conc_rows,
+        )
+    }
 
 The machine has {os.cpu_count()} cores, so with 8 processes they share the CPU and wait on one
 write lock; the ledger serialises releases by design (see `docs/sessions.md`).
 """
-    C.write_report(C.out_dir(args) / f"{NAME}.md", "Privacy ledger: crashes and concurrency", info, body, args.quick)
+    C.write_report(
+        C.out_dir(args) / f"{NAME}.md", "Privacy ledger: crashes and concurrency", info, body, args.quick
+    )
 
 
 if __name__ == "__main__":

@@ -44,15 +44,31 @@ NAME = "bench_m2m"
 DATA_SEED = 20240611
 QUERY_SEED = 7
 FULL = {
-    "n": 27_000, "d": 10, "eps": [10.0**k for k in np.arange(-2, 2.01, 0.5)], "ns": 100_000,
-    "rff_m": 200, "race": (80, 80), "bins": 100, "n_counts": 100,
-    "lr_n": 20_000, "lr_eps": [0.1, 0.3, 1.0, 3.0, 10.0, 100.0], "lr_repeats": 5,
+    "n": 27_000,
+    "d": 10,
+    "eps": [10.0**k for k in np.arange(-2, 2.01, 0.5)],
+    "ns": 100_000,
+    "rff_m": 200,
+    "race": (80, 80),
+    "bins": 100,
+    "n_counts": 100,
+    "lr_n": 20_000,
+    "lr_eps": [0.1, 0.3, 1.0, 3.0, 10.0, 100.0],
+    "lr_repeats": 5,
     "speed_m": 1000,
 }
 QUICK = {
-    "n": 3_000, "d": 3, "eps": [0.1, 1.0, 10.0], "ns": 10_000,
-    "rff_m": 50, "race": (10, 10), "bins": 10, "n_counts": 20,
-    "lr_n": 3_000, "lr_eps": [1.0, 10.0], "lr_repeats": 1,
+    "n": 3_000,
+    "d": 3,
+    "eps": [0.1, 1.0, 10.0],
+    "ns": 10_000,
+    "rff_m": 50,
+    "race": (10, 10),
+    "bins": 10,
+    "n_counts": 20,
+    "lr_n": 3_000,
+    "lr_eps": [1.0, 10.0],
+    "lr_repeats": 1,
     "speed_m": 100,
 }
 MAPS = ("RFF", "RACE", "HIST")
@@ -117,7 +133,9 @@ def _exact_sketch(fm: Any, X: np.ndarray) -> Any:
     import opendp_sketch as dps
 
     d = X.shape[1]
-    return dps.Sketch(fm, np.array(fm.fixed_sum(X), dtype=np.int64), X.shape[0], bounds=([0.0] * d, [1.0] * d))
+    return dps.Sketch(
+        fm, np.array(fm.fixed_sum(X), dtype=np.int64), X.shape[0], bounds=([0.0] * d, [1.0] * d)
+    )
 
 
 def _baseline(X: np.ndarray, eps: float, repeats: int) -> list[dict[str, float]]:
@@ -131,8 +149,10 @@ def _baseline(X: np.ndarray, eps: float, repeats: int) -> list[dict[str, float]]
         lambda s: dp.t.make_sum(dom, dp.symmetric_distance()) >> dp.m.then_laplace(s), d_in=1, d_out=eps / q
     )
     count_meas = dp.binary_search_chain(
-        lambda s: dp.t.make_count(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance())
-        >> dp.m.then_laplace(s),
+        lambda s: (
+            dp.t.make_count(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance())
+            >> dp.m.then_laplace(s)
+        ),
         d_in=1,
         d_out=eps / q,
     )
@@ -150,7 +170,9 @@ def _baseline(X: np.ndarray, eps: float, repeats: int) -> list[dict[str, float]]
     return out
 
 
-def _one_dim_errors(mean: np.ndarray, m2: np.ndarray, cdf: np.ndarray, truth: dict[str, np.ndarray]) -> dict[str, float]:
+def _one_dim_errors(
+    mean: np.ndarray, m2: np.ndarray, cdf: np.ndarray, truth: dict[str, np.ndarray]
+) -> dict[str, float]:
     return {
         "mean": float(np.mean(np.abs(mean - truth["mean"]) / truth["mean"])),
         "m2": float(np.mean(np.abs(m2 - truth["m2"]) / truth["m2"])),
@@ -204,7 +226,9 @@ def main() -> None:
         t0 = time.perf_counter()
         exact[name] = _metrics(dps.M2M(_exact_sketch(fm, X), n_samples=ns), truth, queries)
         design_s[name] = time.perf_counter() - t0
-        C.progress(f"{name}: noise-free sketch, first M2M (design) {design_s[name]:.1f} s, mean MRE {exact[name]['mean']:.2e}")
+        C.progress(
+            f"{name}: noise-free sketch, first M2M (design) {design_s[name]:.1f} s, mean MRE {exact[name]['mean']:.2e}"
+        )
         for eps in cfg["eps"]:
             runs = []
             for _ in range(repeats):
@@ -273,26 +297,55 @@ def main() -> None:
         return float(np.mean([r[key] for r in results[name][eps]]))
 
     metric_titles = {
-        "mean": "mean MRE", "m2": "second-moment MRE", "cdf": "CDF EMD (10 points / column)",
-        "cov": "covariance Frobenius error", "count": "3-predicate counting MAE (fraction of n)",
+        "mean": "mean MRE",
+        "m2": "second-moment MRE",
+        "cdf": "CDF EMD (10 points / column)",
+        "cov": "covariance Frobenius error",
+        "count": "3-predicate counting MAE (fraction of n)",
     }
     tables = []
     for key in keys:
-        rows = [[name] + [C.fmt(avg(name, e, key)) for e in eps_list] + [C.fmt(exact[name][key])] for name in MAPS]
+        rows = [
+            [name] + [C.fmt(avg(name, e, key)) for e in eps_list] + [C.fmt(exact[name][key])] for name in MAPS
+        ]
         if key in base:
-            rows.append(["OpenDP per-query (ε/(12d+1) each)"] + [C.fmt(base[e][key]) for e in eps_list] + ["0"])
-        tables.append(f"### {metric_titles[key]}\n\n" + C.md_table(["sketch"] + [f"ε={e:g}" for e in eps_list] + ["ε=∞"], rows))
+            rows.append(
+                ["OpenDP per-query (ε/(12d+1) each)"] + [C.fmt(base[e][key]) for e in eps_list] + ["0"]
+            )
+        tables.append(
+            f"### {metric_titles[key]}\n\n"
+            + C.md_table(["sketch"] + [f"ε={e:g}" for e in eps_list] + ["ε=∞"], rows)
+        )
     e1 = min(eps_list, key=lambda e: abs(np.log(e)))
     table1 = C.md_table(
         ["", "RFF", "HIST", "RACE", "paper RFF", "paper HIST"],
         [
-            ["ε = ∞", C.fmt(exact["RFF"]["mean"]), C.fmt(exact["HIST"]["mean"]), C.fmt(exact["RACE"]["mean"]), "6.25e-08", "1.87e-05"],
-            [f"ε = {e1:g}", C.fmt(avg("RFF", e1, "mean")), C.fmt(avg("HIST", e1, "mean")), C.fmt(avg("RACE", e1, "mean")), "9.55e-03", "9.10e-04"],
+            [
+                "ε = ∞",
+                C.fmt(exact["RFF"]["mean"]),
+                C.fmt(exact["HIST"]["mean"]),
+                C.fmt(exact["RACE"]["mean"]),
+                "6.25e-08",
+                "1.87e-05",
+            ],
+            [
+                f"ε = {e1:g}",
+                C.fmt(avg("RFF", e1, "mean")),
+                C.fmt(avg("HIST", e1, "mean")),
+                C.fmt(avg("RACE", e1, "mean")),
+                "9.55e-03",
+                "9.10e-04",
+            ],
         ],
     )
     many = C.md_table(
         ["query family at ε = " + f"{e1:g}", "M2M on RFF", "M2M on HIST", "M2M on RACE", "OpenDP per-query"],
-        [[metric_titles[k]] + [C.fmt(avg(m, e1, k)) for m in ("RFF", "HIST", "RACE")] + [C.fmt(base[e1][k])] for k in ("mean", "m2", "cdf")],
+        [
+            [metric_titles[k]]
+            + [C.fmt(avg(m, e1, k)) for m in ("RFF", "HIST", "RACE")]
+            + [C.fmt(base[e1][k])]
+            for k in ("mean", "m2", "cdf")
+        ],
     )
     lr_rows = [[name] + [f"{np.mean(lr[name][e]):.3f}" for e in cfg["lr_eps"]] for name in lr_maps]
     lr_rows.append(["non-private logistic regression"] + [f"{auc_np:.3f}"] * len(cfg["lr_eps"]))
@@ -302,9 +355,9 @@ def main() -> None:
     body = f"""## Setting
 
 Random10: n = {n:,} rows uniform on [0, 1]^{d}; {repeats} releases per ε (fresh OpenDP noise each);
-`M2M(sketch, n_samples={ns:,}, lam="auto")`; maps {', '.join(f'`{fm!r}`' for fm in maps.values())}.
+`M2M(sketch, n_samples={ns:,}, lam="auto")`; maps {", ".join(f"`{fm!r}`" for fm in maps.values())}.
 Construction of the first M2M per map (Gram matrix + eigendecomposition, reused afterwards):
-{', '.join(f'{k} {v:.1f} s' for k, v in design_s.items())}.
+{", ".join(f"{k} {v:.1f} s" for k, v in design_s.items())}.
 
 ## Table 1 (mean MRE)
 
@@ -332,16 +385,16 @@ All 12·d = {12 * d} one-dimensional queries from one sketch at ε = {e1:g}, aga
 
 {many}
 
-## Logistic regression (test AUC, mean of {cfg['lr_repeats']} releases)
+## Logistic regression (test AUC, mean of {cfg["lr_repeats"]} releases)
 
-n = {cfg['lr_n']:,} training rows, 5 features + label; M2M weights with the label drawn from {{0, 1}}.
+n = {cfg["lr_n"]:,} training rows, 5 features + label; M2M weights with the label drawn from {{0, 1}}.
 Histogram marginals cannot represent the dependence of the label on the features (their M2M
 weights are a sum of one-column terms), so the fit does not find it and its AUC is not better than
 chance; RFF and ByClass(RFF) capture it.
 
-{C.md_table(["sketch"] + [f"ε={e:g}" for e in cfg['lr_eps']], lr_rows)}
+{C.md_table(["sketch"] + [f"ε={e:g}" for e in cfg["lr_eps"]], lr_rows)}
 
-## Speed (RFF m = {cfg['speed_m']}, n_samples = {ns:,})
+## Speed (RFF m = {cfg["speed_m"]}, n_samples = {ns:,})
 
 Building the weights cold (Gram matrix + eigendecomposition + λ + weights): **{t_cold:.2f} s**
 (median of 3); warm (a second sketch of the same map): {t_warm:.2f} s. Each further query:
@@ -395,7 +448,9 @@ def speed(X: np.ndarray, m: int, ns: int, dps: Any) -> tuple[float, float, list[
     return t_cold, t_warm, rows
 
 
-def _plot(path: Path, results: dict, exact: dict, base: dict, lr: dict, auc_np: float, cfg: dict, titles: dict) -> None:
+def _plot(
+    path: Path, results: dict, exact: dict, base: dict, lr: dict, auc_np: float, cfg: dict, titles: dict
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -410,7 +465,14 @@ def _plot(path: Path, results: dict, exact: dict, base: dict, lr: dict, auc_np: 
             ax.loglog(eps, v, marker="o", color=colors[name], label=f"M2M {name}")
             ax.axhline(max(exact[name][key], 1e-9), color=colors[name], ls=":", lw=1)
         if key in ("mean", "m2", "cdf"):
-            ax.loglog(eps, [base[e][key] for e in cfg["eps"]], marker="s", color="k", ls="--", label="OpenDP per-query")
+            ax.loglog(
+                eps,
+                [base[e][key] for e in cfg["eps"]],
+                marker="s",
+                color="k",
+                ls="--",
+                label="OpenDP per-query",
+            )
         ax.set_title(titles[key])
         ax.set_xlabel("ε")
         ax.grid(True, which="both", alpha=0.3)

@@ -40,8 +40,8 @@ def main() -> None:
     bg = probe.read().background_cores
     body = f"""## Setting
 
-RFF with m = {cfg['speed_m']} features on n = {cfg['n']:,} rows (d = {cfg['d']}), `n_samples = {cfg['ns']:,}`.
-Other processes used {C.fmt(bg) if bg is not None else 'n/a'} cores during the measurement.
+RFF with m = {cfg["speed_m"]} features on n = {cfg["n"]:,} rows (d = {cfg["d"]}), `n_samples = {cfg["ns"]:,}`.
+Other processes used {C.fmt(bg) if bg is not None else "n/a"} cores during the measurement.
 
 ## Result
 
@@ -53,7 +53,9 @@ Building the weights cold (Gram matrix + eigendecomposition + λ + weights): **{
 `return_std=True` recomputes the map on the prior samples to get ‖a_f‖ (one pass), so it costs
 about a warm construction.
 """
-    C.write_report(C.out_dir(args) / f"{NAME}.md", "M2M weight computation and query speed", info, body, args.quick)
+    C.write_report(
+        C.out_dir(args) / f"{NAME}.md", "M2M weight computation and query speed", info, body, args.quick
+    )
 
 
 if __name__ == "__main__":

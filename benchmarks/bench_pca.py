@@ -72,12 +72,22 @@ def _odp_fit(kind: str, X: np.ndarray, eps: float, k: int, out: Any) -> None:
     t0 = time.perf_counter()
     if kind == "odp_origin":
         dom = dp.numpy.array2_domain(num_columns=d, size=n, T=float, norm=1.0, p=2, origin=np.zeros(d))
-        build = lambda u: dp.sklearn.decomposition.make_private_pca(dom, dp.symmetric_distance(), unit_epsilon=u, num_components=k)  # noqa: E731
+
+        def build(u: float) -> Any:
+            return dp.sklearn.decomposition.make_private_pca(
+                dom, dp.symmetric_distance(), unit_epsilon=u, num_components=k
+            )
+
         u = eps / build(1.0).map(1)  # the map is linear in unit_epsilon
         meas = build(u)
         comps = meas(X).Vt[:k]
     else:
-        make = lambda e: dp.sklearn.decomposition.PCA(epsilon=e, row_norm=1.0, n_samples=n, n_features=d, n_components=k)  # noqa: E731
+
+        def make(e: float) -> Any:
+            return dp.sklearn.decomposition.PCA(
+                epsilon=e, row_norm=1.0, n_samples=n, n_features=d, n_components=k
+            )
+
         e = eps / make(1.0).measurement().map(1)
         model = make(e)
         meas = model.measurement()
@@ -86,7 +96,9 @@ def _odp_fit(kind: str, X: np.ndarray, eps: float, k: int, out: Any) -> None:
     out.put((np.asarray(comps), float(meas.map(1)), time.perf_counter() - t0))
 
 
-def odp_release(kind: str, X: np.ndarray, eps: float, k: int, timeout: float) -> tuple[np.ndarray | None, float, float]:
+def odp_release(
+    kind: str, X: np.ndarray, eps: float, k: int, timeout: float
+) -> tuple[np.ndarray | None, float, float]:
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=_odp_fit, args=(kind, X, eps, k, q))
@@ -119,7 +131,10 @@ def main() -> None:
     vals, vecs = np.linalg.eigh(X.T @ X / n)
     V = vecs[:, ::-1][:, :k]
     m_full, m_low = 2 * d * (d + 1), 2 * d * k
-    maps = {"lstsq": dps.RandomQuadratic(dim=d, num_features=m_full, seed=1), "low_rank": dps.RandomQuadratic(dim=d, num_features=m_low, seed=1)}
+    maps = {
+        "lstsq": dps.RandomQuadratic(dim=d, num_features=m_full, seed=1),
+        "low_rank": dps.RandomQuadratic(dim=d, num_features=m_low, seed=1),
+    }
     res: dict[str, dict[float, list[float]]] = {key: {} for key in ROWS}
     secs: dict[str, list[float]] = {key: [] for key in ROWS}
     timed_out: dict[str, float] = {}
@@ -141,7 +156,9 @@ def main() -> None:
                     continue
                 secs[kind].append(s)
                 res[kind].setdefault(eps, []).append(sin_angle(comps, V))
-        C.progress(f"ε={eps:g}: " + ", ".join(f"{key} {np.median(v[eps]):.3g}" for key, v in res.items() if eps in v))
+        C.progress(
+            f"ε={eps:g}: " + ", ".join(f"{key} {np.median(v[eps]):.3g}" for key, v in res.items() if eps in v)
+        )
     elapsed = time.perf_counter() - t_start
 
     names = {key: v.format(m_full=m_full, m_low=m_low) for key, v in ROWS.items()}
@@ -205,7 +222,13 @@ Median seconds per release + fit (OpenDP: in a forked child, including its start
     png = od / f"{NAME}.png"
     _plot(png, res, cfg, names)
     body += f"\nPlot: `{png.name}`.\n"
-    C.write_report(od / f"{NAME}.md", f"Compressive PCA vs OpenDP PCA (n = {n:,}, d = {d}, k = {k})", info, body, args.quick)
+    C.write_report(
+        od / f"{NAME}.md",
+        f"Compressive PCA vs OpenDP PCA (n = {n:,}, d = {d}, k = {k})",
+        info,
+        body,
+        args.quick,
+    )
 
 
 def _plot(path: Path, res: dict, cfg: dict, names: dict) -> None:
@@ -215,7 +238,12 @@ def _plot(path: Path, res: dict, cfg: dict, names: dict) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.8))
-    style = {"lstsq": ("#1f77b4", "o", "-"), "low_rank": ("#2ca02c", "s", "-"), "odp_origin": ("#d62728", "^", "--"), "odp_class": ("#ff7f0e", "v", "--")}
+    style = {
+        "lstsq": ("#1f77b4", "o", "-"),
+        "low_rank": ("#2ca02c", "s", "-"),
+        "odp_origin": ("#d62728", "^", "--"),
+        "odp_class": ("#ff7f0e", "v", "--"),
+    }
     for key, (c, mk, ls) in style.items():
         es = [e for e in cfg["eps"] if e in res[key]]
         if es:

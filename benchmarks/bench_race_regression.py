@@ -56,7 +56,9 @@ def ssp_fit(X: np.ndarray, y: np.ndarray, eps: float) -> np.ndarray:
     stats = np.concatenate([(X.T @ X)[a, b], X.T @ y])
     sens = p * (p + 1) / 2 + 2 * p  # Σ_{a≤b}|x_a x_b| ≤ p(p+1)/2 and Σ|x_j y| ≤ 2p per row
     scale = sens / eps
-    meas = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float), scale)
+    meas = dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float), scale
+    )
     assert meas.map(sens) <= eps * (1 + 1e-9)
     noisy = np.asarray(meas(stats.tolist()))
     G = np.zeros((p, p))
@@ -101,9 +103,13 @@ def main() -> None:
     for eps in cfg["eps"]:
         for rep in range(repeats):
             sk = dps.release_sketch(Z, fm, bounds=bounds, epsilon=eps, delta=1e-6)
-            res["race_gauss"].setdefault(eps, []).append(mse(RACELinearRegression(coef_bounds=(-2, 2), seed=rep).fit(sk).coef_))
+            res["race_gauss"].setdefault(eps, []).append(
+                mse(RACELinearRegression(coef_bounds=(-2, 2), seed=rep).fit(sk).coef_)
+            )
             sk = dps.release_sketch(Z, fm, bounds=bounds, epsilon=eps)
-            res["race_laplace"].setdefault(eps, []).append(mse(RACELinearRegression(coef_bounds=(-2, 2), seed=rep).fit(sk).coef_))
+            res["race_laplace"].setdefault(eps, []).append(
+                mse(RACELinearRegression(coef_bounds=(-2, 2), seed=rep).fit(sk).coef_)
+            )
             res["ssp"].setdefault(eps, []).append(mse(ssp_fit(X, y, eps)))
             for key, v in (("race_exact", race_exact), ("ols", ols), ("zero", zero)):
                 res[key].setdefault(eps, []).append(v)
@@ -121,7 +127,7 @@ def main() -> None:
     body = f"""## Setting
 
 n = {n:,} training rows, p = {p}, test set {nt:,} rows; y = xᵀθ + N(0, 0.1²), θ = {THETA.tolist()};
-{repeats} releases per ε. The RACE sketch has R = {cfg['rows']} rows × 8 buckets (K = 3 sign bits);
+{repeats} releases per ε. The RACE sketch has R = {cfg["rows"]} rows × 8 buckets (K = 3 sign bits);
 one sketch fit (search over the box, 2 000 candidates + 5 Nelder–Mead runs) takes {fit_s:.1f} s.
 Total run time {elapsed:.0f} s.
 
@@ -152,7 +158,13 @@ Best private method per ε: {"; ".join(wins)}.
     png = od / f"{NAME}.png"
     _plot(png, res, eps_list, names)
     body += f"\nPlot: `{png.name}`.\n"
-    C.write_report(od / f"{NAME}.md", f"RACE linear regression vs OLS and SSP (n = {n:,}, p = {p})", info, body, args.quick)
+    C.write_report(
+        od / f"{NAME}.md",
+        f"RACE linear regression vs OLS and SSP (n = {n:,}, p = {p})",
+        info,
+        body,
+        args.quick,
+    )
 
 
 def _plot(path: Path, res: dict, eps_list: list, names: dict) -> None:
@@ -163,11 +175,17 @@ def _plot(path: Path, res: dict, eps_list: list, names: dict) -> None:
 
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     style = {
-        "race_gauss": ("#1f77b4", "o", "-"), "race_laplace": ("#17becf", "s", "-"), "race_exact": ("#1f77b4", "", ":"),
-        "ssp": ("#d62728", "^", "--"), "ols": ("k", "", "-"), "zero": ("gray", "", ":"),
+        "race_gauss": ("#1f77b4", "o", "-"),
+        "race_laplace": ("#17becf", "s", "-"),
+        "race_exact": ("#1f77b4", "", ":"),
+        "ssp": ("#d62728", "^", "--"),
+        "ols": ("k", "", "-"),
+        "zero": ("gray", "", ":"),
     }
     for key, (c, mk, ls) in style.items():
-        ax.loglog(eps_list, [np.mean(res[key][e]) for e in eps_list], color=c, marker=mk, ls=ls, label=names[key])
+        ax.loglog(
+            eps_list, [np.mean(res[key][e]) for e in eps_list], color=c, marker=mk, ls=ls, label=names[key]
+        )
     ax.set_xlabel("ε")
     ax.set_ylabel("test MSE")
     ax.set_title("Private linear regression: test MSE vs ε")

@@ -40,7 +40,9 @@ def _write(directory: Path, n: int, part: int) -> None:
     for i, start in enumerate(range(0, n, part)):
         rows = min(part, n - start)
         block = rng.uniform(size=(rows, 10))
-        pl.DataFrame({f"x{j}": block[:, j] for j in range(10)}).write_parquet(directory / f"part-{i:04d}.parquet")
+        pl.DataFrame({f"x{j}": block[:, j] for j in range(10)}).write_parquet(
+            directory / f"part-{i:04d}.parquet"
+        )
 
 
 def setup(config: dict[str, Any]):
@@ -54,7 +56,9 @@ def setup(config: dict[str, Any]):
     pattern = str(Path(config["dir"]) / "*.parquet")
     if config["mode"] == "stream":
         return lambda: dps.release_sketch(pl.scan_parquet(pattern), fm, bounds=(0, 1), epsilon=1.0).count
-    return lambda: dps.release_sketch(pl.read_parquet(pattern).to_numpy(), fm, bounds=(0, 1), epsilon=1.0).count
+    return lambda: (
+        dps.release_sketch(pl.read_parquet(pattern).to_numpy(), fm, bounds=(0, 1), epsilon=1.0).count
+    )
 
 
 def main() -> None:
@@ -75,17 +79,24 @@ def main() -> None:
             modes = ["stream"] + (["in_memory"] if n in cfg["in_memory"] else [])
             for mode in modes:
                 r = C.run_child_quietly(__file__, {"dir": str(d), "mode": mode, "m": cfg["m"]}, args)
-                rows.append([
-                    f"{n:,}", mode.replace("_", " "), f"{size_mb:,.0f}", C.fmt(r["time_s"]),
-                    f"{n / r['time_s']:,.0f}", f"{r['peak_extra_mb']:,.0f}", C.fmt(r["background_cores"]),
-                ])
+                rows.append(
+                    [
+                        f"{n:,}",
+                        mode.replace("_", " "),
+                        f"{size_mb:,.0f}",
+                        C.fmt(r["time_s"]),
+                        f"{n / r['time_s']:,.0f}",
+                        f"{r['peak_extra_mb']:,.0f}",
+                        C.fmt(r["background_cores"]),
+                    ]
+                )
                 C.progress(f"n={n:,} {mode}: {r['time_s']:.1f} s, peak extra {r['peak_extra_mb']:.0f} MB")
             shutil.rmtree(d)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     body = f"""## Setting
 
-RFF with m = {cfg['m']} features (d = 10), ε = 1, Parquet parts of {cfg['part']:,} rows; one
+RFF with m = {cfg["m"]} features (d = 10), ε = 1, Parquet parts of {cfg["part"]:,} rows; one
 release per row below, each in a fresh subprocess (wall time includes validation queries, the
 scale search and the streamed pass). "in memory" reads the same files into one numpy array
 first and releases from it.

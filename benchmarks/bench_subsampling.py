@@ -100,11 +100,16 @@ def run(cfg: dict, repeats: int, args: Any) -> tuple[list[dict], dict]:
     signal = float(z_bar @ z_bar) / mp
     C.progress(f"n={n:,} m={m} d={d}: signal ‖z̄‖²/m' = {signal:.4f}")
     maps = [("RFF (baseline)", base, mp)] + [
-        (f"SubsampledRFF r = {r}", SubsampledRFF(dim=d, num_features=m, bandwidth=cfg["bandwidth"], seed=0, r=r), r)
+        (
+            f"SubsampledRFF r = {r}",
+            SubsampledRFF(dim=d, num_features=m, bandwidth=cfg["bandwidth"], seed=0, r=r),
+            r,
+        )
         for r in (1, mp // 10, mp)
     ]
     rows: list[dict] = []
     for label, fm, r in maps:
+
         def measure_sum(fm=fm):
             with C.Probe() as p:
                 s = fm.fixed_sum(X)
@@ -123,13 +128,19 @@ def run(cfg: dict, repeats: int, args: Any) -> tuple[list[dict], dict]:
             return (times, sketches), p.background_cores
 
         (times, lap), bg = C.quiet_measure(measure_releases, args)
-        gauss = [dps.release_sketch(X, fm, bounds=bounds, epsilon=cfg["eps"], delta=cfg["delta"]) for _ in range(repeats)]
+        gauss = [
+            dps.release_sketch(X, fm, bounds=bounds, epsilon=cfg["eps"], delta=cfg["delta"])
+            for _ in range(repeats)
+        ]
         pred_lap = noise_to_signal(mp, n, mechanism="laplace", budget=cfg["eps"], r=r, signal=signal)["nsr"]
         rho_used = _rho_of(gauss[0], fm)
         pred_gauss = noise_to_signal(mp, n, mechanism="gaussian", budget=rho_used, r=r, signal=signal)["nsr"]
         row = {
-            "label": label, "r": r, "B": mp // r,
-            "release_s": C.median(times), "sum_s": t_sum,
+            "label": label,
+            "r": r,
+            "B": mp // r,
+            "release_s": C.median(times),
+            "sum_s": t_sum,
             "err_free": rel_err(free, z_bar),
             "pred_free": float(np.sqrt((mp / r - 1) / (signal * n))),
             "err_lap": float(np.sqrt(np.mean([rel_err(sk.mean, z_bar) ** 2 for sk in lap]))),
@@ -168,28 +179,57 @@ def main() -> None:
     base = rows[0]
     mp = cfg["m"] // 2
     table = C.md_table(
-        ["configuration", "r", "B = m'/r", "release (s)", "release / RFF", "feature sum (s)", "sum / RFF",
-         "error, noise-free", "pred.", "error, Laplace ε=1", "pred.", "error, Gaussian (1, 1e-6)", "pred.",
-         "k-means rel. SSE", "other CPU (cores)"],
-        [[r["label"], r["r"], r["B"], C.fmt(r["release_s"]), C.fmt(r["release_s"] / base["release_s"]),
-          C.fmt(r["sum_s"]), C.fmt(r["sum_s"] / base["sum_s"]),
-          C.fmt(r["err_free"]), C.fmt(r["pred_free"]), C.fmt(r["err_lap"]), C.fmt(r["pred_lap"]),
-          C.fmt(r["err_gauss"]), C.fmt(r["pred_gauss"]),
-          "–" if r["kmeans"] is None else C.fmt(r["kmeans"]), C.fmt(r["bg"])] for r in rows],
+        [
+            "configuration",
+            "r",
+            "B = m'/r",
+            "release (s)",
+            "release / RFF",
+            "feature sum (s)",
+            "sum / RFF",
+            "error, noise-free",
+            "pred.",
+            "error, Laplace ε=1",
+            "pred.",
+            "error, Gaussian (1, 1e-6)",
+            "pred.",
+            "k-means rel. SSE",
+            "other CPU (cores)",
+        ],
+        [
+            [
+                r["label"],
+                r["r"],
+                r["B"],
+                C.fmt(r["release_s"]),
+                C.fmt(r["release_s"] / base["release_s"]),
+                C.fmt(r["sum_s"]),
+                C.fmt(r["sum_s"] / base["sum_s"]),
+                C.fmt(r["err_free"]),
+                C.fmt(r["pred_free"]),
+                C.fmt(r["err_lap"]),
+                C.fmt(r["pred_lap"]),
+                C.fmt(r["err_gauss"]),
+                C.fmt(r["pred_gauss"]),
+                "–" if r["kmeans"] is None else C.fmt(r["kmeans"]),
+                C.fmt(r["bg"]),
+            ]
+            for r in rows
+        ],
     )
     body = f"""## Setting
 
-n = {cfg['n']:,} rows of a {cfg['k']}-component Gaussian mixture in d = {cfg['d']} (CKM protocol),
-clipped to the public box [−{cfg['box']:g}, {cfg['box']:g}]^d; m = {cfg['m']} features (m' = {mp}
-frequencies), Gaussian kernel, bandwidth {cfg['bandwidth']:g}, seed 0 for every map (same
-frequencies). Signal ‖z̄‖²/m' = {extra['signal']:.4f} (measured on the data; the planner's default
-would be 1/k = {1 / cfg['k']:g}). {args.repeats} releases per map and mechanism; release times are
+n = {cfg["n"]:,} rows of a {cfg["k"]}-component Gaussian mixture in d = {cfg["d"]} (CKM protocol),
+clipped to the public box [−{cfg["box"]:g}, {cfg["box"]:g}]^d; m = {cfg["m"]} features (m' = {mp}
+frequencies), Gaussian kernel, bandwidth {cfg["bandwidth"]:g}, seed 0 for every map (same
+frequencies). Signal ‖z̄‖²/m' = {extra["signal"]:.4f} (measured on the data; the planner's default
+would be 1/k = {1 / cfg["k"]:g}). {args.repeats} releases per map and mechanism; release times are
 medians over the Laplace releases (each includes OpenDP's scale search and the sum); the feature
 sum is one `fm.fixed_sum(X)` call. Errors are ‖ẑ − z̄‖/‖z̄‖ (root mean square over releases),
 z̄ = exact float64 mean of the plain RFF features; "pred." is √NSR from
 `planning.noise_to_signal` with the measured signal (the noise-free prediction is the
 subsampling term alone). Gaussian releases use OpenDP's zCDP → (ε, δ) conversion
-(ρ = {rows[0]['rho']:.4g}). Total run time {elapsed:.0f} s.
+(ρ = {rows[0]["rho"]:.4g}). Total run time {elapsed:.0f} s.
 
 ## Results
 
@@ -208,7 +248,13 @@ the data: the subsampling error shows up here as well.
     png = od / f"{NAME}.png"
     _plot(png, rows, mp)
     body += f"\nPlot: `{png.name}`.\n"
-    C.write_report(od / f"{NAME}.md", f"Feature-subsampled RFF sketches (n = {cfg['n']:,}, m = {cfg['m']})", info, body, args.quick)
+    C.write_report(
+        od / f"{NAME}.md",
+        f"Feature-subsampled RFF sketches (n = {cfg['n']:,}, m = {cfg['m']})",
+        info,
+        body,
+        args.quick,
+    )
 
 
 def _plot(path: Path, rows: list[dict], mp: int) -> None:
@@ -236,7 +282,9 @@ def _plot(path: Path, rows: list[dict], mp: int) -> None:
         ("err_gauss", "pred_gauss", "^", "Gaussian (1, 1e-6)"),
     ):
         line = ax.loglog(rs, [max(r[key], 1e-12) for r in sub], style + "-", label=f"{label}, measured")[0]
-        ax.loglog(rs, [max(r[pred], 1e-12) for r in sub], ":", color=line.get_color(), label=f"{label}, predicted")
+        ax.loglog(
+            rs, [max(r[pred], 1e-12) for r in sub], ":", color=line.get_color(), label=f"{label}, predicted"
+        )
     ax.set_xlabel("r (frequencies per row)")
     ax.set_ylabel("‖ẑ − z̄‖ / ‖z̄‖")
     ax.grid(True, which="both", alpha=0.3)

@@ -83,13 +83,23 @@ def run(cfg: dict) -> pl.DataFrame:
             results.setdefault(("compressive k-means", eps), []).append(sse(X, centres) / ref)
             lloyd = dp_lloyd(X, k, box, eps, np.random.default_rng([7, t]))
             results.setdefault(("DP-Lloyd", eps), []).append(sse(X, lloyd) / ref)
-            print(f"trial {t} ε={eps:g}: CKM {results[('compressive k-means', eps)][-1]:.3f}, "
-                  f"DP-Lloyd {results[('DP-Lloyd', eps)][-1]:.3f}", flush=True)
-    return pl.DataFrame([
-        {"method": m, "epsilon": e, "relative_sse_median": float(np.median(v)),
-         "relative_sse_worst": float(np.max(v)), "trials": len(v)}
-        for (m, e), v in results.items()
-    ]).sort("method", "epsilon")
+            print(
+                f"trial {t} ε={eps:g}: CKM {results[('compressive k-means', eps)][-1]:.3f}, "
+                f"DP-Lloyd {results[('DP-Lloyd', eps)][-1]:.3f}",
+                flush=True,
+            )
+    return pl.DataFrame(
+        [
+            {
+                "method": m,
+                "epsilon": e,
+                "relative_sse_median": float(np.median(v)),
+                "relative_sse_worst": float(np.max(v)),
+                "trials": len(v),
+            }
+            for (m, e), v in results.items()
+        ]
+    ).sort("method", "epsilon")
 
 
 def plot(table: pl.DataFrame, cfg: dict, path: pathlib.Path) -> None:
@@ -103,8 +113,13 @@ def plot(table: pl.DataFrame, cfg: dict, path: pathlib.Path) -> None:
         ax.plot(part["epsilon"], part["relative_sse_median"], marker="o", label=f"{method} (median)")
         ax.fill_between(part["epsilon"], 1.0, part["relative_sse_worst"], alpha=0.12)
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-    ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="SSE / SSE(k-means)",
-           title=f"k = {cfg['k']}, d = {cfg['d']}, n = {cfg['n']:,} (shaded: up to the worst trial)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="ε",
+        ylabel="SSE / SSE(k-means)",
+        title=f"k = {cfg['k']}, d = {cfg['d']}, n = {cfg['n']:,} (shaded: up to the worst trial)",
+    )
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -113,7 +128,9 @@ def plot(table: pl.DataFrame, cfg: dict, path: pathlib.Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
-    parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "output"), help="output directory")
+    parser.add_argument(
+        "--out", default=str(pathlib.Path(__file__).parent / "output"), help="output directory"
+    )
     args = parser.parse_args()
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL

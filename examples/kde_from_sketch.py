@@ -33,7 +33,10 @@ def main(n: int = 200_000, out_dir: str = "examples/output") -> pathlib.Path:
     true = np.array([fm.kernel_value(Xc, g).mean() for g in grid])
     # the same map without noise separates the random-feature error from the privacy noise
     exact_mean = np.array(fm.fixed_sum(Xc), dtype=float) * fm.unit / n
-    curves = {"exact kernel average": true, "sketch without noise": fm.transform(grid) @ exact_mean / fm.num_frequencies}
+    curves = {
+        "exact kernel average": true,
+        "sketch without noise": fm.transform(grid) @ exact_mean / fm.num_frequencies,
+    }
     for eps in (0.1, 1.0, 10.0):
         sk = dps.release_sketch(X, feature_map=fm, bounds=(0.0, 1.0), epsilon=eps)
         curves[f"ε = {eps}"] = fm.transform(grid) @ sk.mean / fm.num_frequencies
@@ -55,7 +58,10 @@ def main(n: int = 200_000, out_dir: str = "examples/output") -> pathlib.Path:
         return out / "kde_from_sketch.csv"
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, c in curves.items():
-        style = {"exact kernel average": dict(lw=3, color="black"), "sketch without noise": dict(lw=2, ls="--", color="gray")}
+        style = {
+            "exact kernel average": dict(lw=3, color="black"),
+            "sketch without noise": dict(lw=2, ls="--", color="gray"),
+        }
         ax.plot(grid[:, 0], c, label=name, **style.get(name, dict(lw=1.2)))
     ax.set_xlabel("x")
     ax.set_ylabel(f"mean Gaussian kernel (σ = {bandwidth})")

@@ -41,9 +41,26 @@ import polars as pl
 import opendp_sketch as dps
 
 NAME = "m2m_fig3_statistics"
-FULL = {"n": 27_000, "d": 10, "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0], "releases": 5,
-        "ns": 50_000, "rff_m": 200, "race": 40, "bins": 100}
-QUICK = {"n": 3_000, "d": 3, "eps": [0.1, 1.0, 10.0], "releases": 1, "ns": 5_000, "rff_m": 50, "race": 8, "bins": 10}
+FULL = {
+    "n": 27_000,
+    "d": 10,
+    "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0],
+    "releases": 5,
+    "ns": 50_000,
+    "rff_m": 200,
+    "race": 40,
+    "bins": 100,
+}
+QUICK = {
+    "n": 3_000,
+    "d": 3,
+    "eps": [0.1, 1.0, 10.0],
+    "releases": 1,
+    "ns": 5_000,
+    "rff_m": 50,
+    "race": 8,
+    "bins": 10,
+}
 GRID = np.linspace(0.1, 1.0, 10)
 
 
@@ -83,7 +100,9 @@ def run(cfg: dict) -> pl.DataFrame:
                     sk = dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=eps)
                     runs.append(errors(dps.M2M(sk, n_samples=cfg["ns"]), X))
                 row = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
-                rows.append({"dataset": data_name, "sketch": map_name, "epsilon": eps, **row, "releases": len(runs)})
+                rows.append(
+                    {"dataset": data_name, "sketch": map_name, "epsilon": eps, **row, "releases": len(runs)}
+                )
                 print(f"{data_name:9s} {map_name:9s} ε={eps:<6g} mean MRE {row['mean_mre']:.4f}", flush=True)
     return pl.DataFrame(rows)
 

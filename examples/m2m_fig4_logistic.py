@@ -45,16 +45,30 @@ import scipy.stats
 import opendp_sketch as dps
 
 NAME = "m2m_fig4_logistic"
-FULL = {"n": 20_560, "eps": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0], "releases": 5, "ns": 40_000, "m": 200,
-        "race": 40, "bins": 20}
+FULL = {
+    "n": 20_560,
+    "eps": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0],
+    "releases": 5,
+    "ns": 40_000,
+    "m": 200,
+    "race": 40,
+    "bins": 20,
+}
 QUICK = {"n": 3_000, "eps": [1.0, 10.0], "releases": 1, "ns": 4_000, "m": 40, "race": 8, "bins": 5}
 
 
 def occupancy_like(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     y = (rng.uniform(size=n) < 0.23).astype(float)
     centres = np.array([[0.3, 0.4, 0.5, 0.25, 0.45], [0.7, 0.55, 0.45, 0.65, 0.55]])
-    mix = np.array([[0.12, 0, 0, 0, 0], [0.05, 0.1, 0, 0, 0], [0, 0.03, 0.12, 0, 0],
-                    [0.06, 0, 0.02, 0.1, 0], [0, 0.04, 0.05, 0, 0.1]])
+    mix = np.array(
+        [
+            [0.12, 0, 0, 0, 0],
+            [0.05, 0.1, 0, 0, 0],
+            [0, 0.03, 0.12, 0, 0],
+            [0.06, 0, 0.02, 0.1, 0],
+            [0, 0.04, 0.05, 0, 0.1],
+        ]
+    )
     X = centres[y.astype(int)] + rng.normal(size=(n, 5)) @ mix.T
     return np.clip(X, 0.0, 1.0), y
 
@@ -98,11 +112,28 @@ def run(cfg: dict) -> tuple[pl.DataFrame, float]:
                 sk = dps.release_sketch(train, fm, bounds=(0.0, 1.0), epsilon=eps)
                 clf = dps.LogisticRegression(m2m_options={"n_samples": cfg["ns"]}).fit(sk)
                 aucs.append(auc(y_test, clf.decision_function(X_test)))
-            rows.append({"sketch": name, "epsilon": eps, "auc_mean": float(np.mean(aucs)),
-                         "auc_min": float(np.min(aucs)), "auc_max": float(np.max(aucs)), "releases": len(aucs)})
+            rows.append(
+                {
+                    "sketch": name,
+                    "epsilon": eps,
+                    "auc_mean": float(np.mean(aucs)),
+                    "auc_min": float(np.min(aucs)),
+                    "auc_max": float(np.max(aucs)),
+                    "releases": len(aucs),
+                }
+            )
             print(f"{name:13s} ε={eps:<6g} test AUC {np.mean(aucs):.3f}", flush=True)
-    rows += [{"sketch": "non-private", "epsilon": eps, "auc_mean": reference, "auc_min": reference,
-              "auc_max": reference, "releases": 0} for eps in cfg["eps"]]
+    rows += [
+        {
+            "sketch": "non-private",
+            "epsilon": eps,
+            "auc_mean": reference,
+            "auc_min": reference,
+            "auc_max": reference,
+            "releases": 0,
+        }
+        for eps in cfg["eps"]
+    ]
     return pl.DataFrame(rows), reference
 
 

@@ -42,8 +42,14 @@ import scipy.special
 import opendp_sketch as dps
 
 NAME = "race_classification"
-FULL = {"scale": 1, "rows": 200, "buckets": 100, "m": 500, "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
-        "releases": 5}
+FULL = {
+    "scale": 1,
+    "rows": 200,
+    "buckets": 100,
+    "m": 500,
+    "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+    "releases": 5,
+}
 QUICK = {"scale": 10, "rows": 30, "buckets": 50, "m": 100, "eps": [0.1, 10.0], "releases": 1}
 DATASETS = {  # name: (n, d, share of class 1, clusters per class, cluster spread, kernel width)
     "occupancy-like (d=5)": (17_000, 5, 0.23, 1, 0.12, 0.5),
@@ -52,7 +58,9 @@ DATASETS = {  # name: (n, d, share of class 1, clusters per class, cluster sprea
 }
 
 
-def make_data(n: int, d: int, share: float, clusters: int, spread: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def make_data(
+    n: int, d: int, share: float, clusters: int, spread: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     centres = rng.uniform(0.3, 0.7, size=(2, clusters, d))
     centres[1] += rng.normal(0.0, 0.6 / np.sqrt(d), size=(clusters, d))
@@ -82,8 +90,11 @@ def run(cfg: dict) -> pl.DataFrame:
         box = ([0.0] * d + [0], [1.0] * d + [1])
         maps = {
             "ByClass(RACE), ML rule": dps.ByClass(
-                dps.RACE(dim=d, rows=cfg["rows"], buckets=cfg["buckets"], bucket_width=width, seed=i), 2),
-            "ByClass(RFF), ML rule": dps.ByClass(dps.RFF(dim=d, num_features=cfg["m"], bandwidth=width, seed=i), 2),
+                dps.RACE(dim=d, rows=cfg["rows"], buckets=cfg["buckets"], bucket_width=width, seed=i), 2
+            ),
+            "ByClass(RFF), ML rule": dps.ByClass(
+                dps.RFF(dim=d, num_features=cfg["m"], bandwidth=width, seed=i), 2
+            ),
         }
         for method, fm in maps.items():
             for eps in cfg["eps"]:
@@ -91,14 +102,33 @@ def run(cfg: dict) -> pl.DataFrame:
                 for _ in range(cfg["releases"]):
                     sk = dps.release_sketch(train, fm, bounds=box, epsilon=eps)
                     acc.append(float(np.mean(dps.KDEClassifier(rule="ml").fit(sk).predict(X_test) == y_test)))
-                rows.append({"dataset": name, "method": method, "epsilon": eps, "accuracy_mean": float(np.mean(acc)),
-                             "accuracy_min": min(acc), "accuracy_max": max(acc), "releases": len(acc)})
+                rows.append(
+                    {
+                        "dataset": name,
+                        "method": method,
+                        "epsilon": eps,
+                        "accuracy_mean": float(np.mean(acc)),
+                        "accuracy_min": min(acc),
+                        "accuracy_max": max(acc),
+                        "releases": len(acc),
+                    }
+                )
                 print(f"{name:21s} {method:23s} ε={eps:<5g} accuracy {np.mean(acc):.3f}", flush=True)
         ref = logistic_accuracy(X[:cut], y[:cut], X_test, y_test)
         majority = float(max(np.mean(y_test), 1 - np.mean(y_test)))
         for method, value in (("non-private logistic regression", ref), ("majority class", majority)):
-            rows += [{"dataset": name, "method": method, "epsilon": eps, "accuracy_mean": value, "accuracy_min": value,
-                      "accuracy_max": value, "releases": 0} for eps in cfg["eps"]]
+            rows += [
+                {
+                    "dataset": name,
+                    "method": method,
+                    "epsilon": eps,
+                    "accuracy_mean": value,
+                    "accuracy_min": value,
+                    "accuracy_max": value,
+                    "releases": 0,
+                }
+                for eps in cfg["eps"]
+            ]
         print(f"{name:21s} non-private logistic regression accuracy {ref:.3f}, majority class {majority:.3f}")
     return pl.DataFrame(rows)
 
@@ -115,11 +145,18 @@ def plot(table: pl.DataFrame, path: pathlib.Path) -> None:
         for method in table["method"].unique(maintain_order=True):
             t = table.filter((pl.col("dataset") == name) & (pl.col("method") == method))
             if t["releases"][0] == 0:
-                ax.semilogx(t["epsilon"], t["accuracy_mean"], "--" if "logistic" in method else ":", color="gray"
-                            if "majority" in method else "black", label=method)
+                ax.semilogx(
+                    t["epsilon"],
+                    t["accuracy_mean"],
+                    "--" if "logistic" in method else ":",
+                    color="gray" if "majority" in method else "black",
+                    label=method,
+                )
                 continue
             line = ax.semilogx(t["epsilon"], t["accuracy_mean"], "o-", label=method)[0]
-            ax.fill_between(t["epsilon"], t["accuracy_min"], t["accuracy_max"], color=line.get_color(), alpha=0.15)
+            ax.fill_between(
+                t["epsilon"], t["accuracy_min"], t["accuracy_max"], color=line.get_color(), alpha=0.15
+            )
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("ε")
         ax.set_ylabel("test accuracy")

@@ -44,9 +44,24 @@ import polars as pl
 import opendp_sketch as dps
 
 NAME = "race_fig2_kde"
-FULL = {"scale": 1, "queries": 2_000, "rows": 200, "buckets": 200, "m": 1000,
-        "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "releases": 3}
-QUICK = {"scale": 20, "queries": 200, "rows": 50, "buckets": 100, "m": 100, "eps": [0.1, 1.0, 10.0], "releases": 1}
+FULL = {
+    "scale": 1,
+    "queries": 2_000,
+    "rows": 200,
+    "buckets": 200,
+    "m": 1000,
+    "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+    "releases": 3,
+}
+QUICK = {
+    "scale": 20,
+    "queries": 200,
+    "rows": 50,
+    "buckets": 100,
+    "m": 100,
+    "eps": [0.1, 1.0, 10.0],
+    "releases": 1,
+}
 
 
 def salaries(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -58,7 +73,9 @@ def salaries(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def skin(n: int, rng: np.random.Generator) -> np.ndarray:
-    centres = np.array([[190, 140, 110], [160, 110, 80], [110, 75, 55], [225, 185, 160], [80, 55, 40], [70, 130, 190]])
+    centres = np.array(
+        [[190, 140, 110], [160, 110, 80], [110, 75, 55], [225, 185, 160], [80, 55, 40], [70, 130, 190]]
+    )
     spread = np.array([14, 16, 12, 9, 13, 28])
     k = rng.choice(6, size=n, p=[0.25, 0.2, 0.15, 0.15, 0.1, 0.15])
     return np.clip(centres[k] + rng.normal(size=(n, 3)) * spread[k, None], 0, 255)
@@ -104,9 +121,19 @@ def run(cfg: dict) -> pl.DataFrame:
                     est = dps.KDE(sk)(Q)
                     l2.append(np.sqrt(np.mean((est - truth) ** 2)))
                     rel.append(np.mean(np.abs(est - truth) / truth))
-                rows.append({"dataset": name, "sketch": sketch_name, "epsilon": eps, "l2_error": float(np.mean(l2)),
-                             "mean_relative_error": float(np.mean(rel)), "releases": len(l2)})
-                print(f"{name:15s} {sketch_name:9s} ε={eps:<5g} relative error {np.mean(rel):.4f}", flush=True)
+                rows.append(
+                    {
+                        "dataset": name,
+                        "sketch": sketch_name,
+                        "epsilon": eps,
+                        "l2_error": float(np.mean(l2)),
+                        "mean_relative_error": float(np.mean(rel)),
+                        "releases": len(l2),
+                    }
+                )
+                print(
+                    f"{name:15s} {sketch_name:9s} ε={eps:<5g} relative error {np.mean(rel):.4f}", flush=True
+                )
     return pl.DataFrame(rows)
 
 
@@ -119,7 +146,9 @@ def plot(table: pl.DataFrame, path: pathlib.Path) -> None:
     names = table["dataset"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(2, len(names), figsize=(4.2 * len(names), 6.5), squeeze=False)
     for j, name in enumerate(names):
-        for i, (col, label) in enumerate([("l2_error", "L2 function error"), ("mean_relative_error", "mean relative error")]):
+        for i, (col, label) in enumerate(
+            [("l2_error", "L2 function error"), ("mean_relative_error", "mean relative error")]
+        ):
             ax = axes[i, j]
             for sketch in table["sketch"].unique(maintain_order=True):
                 t = table.filter((pl.col("dataset") == name) & (pl.col("sketch") == sketch))

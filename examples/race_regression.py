@@ -51,8 +51,16 @@ def run(cfg: dict) -> pl.DataFrame:
     fm = dps.RACE(dim=5, rows=cfg["rows"], buckets=8, family="srp", seed=1)
     Z = np.column_stack([X, np.ones(len(X)), y])
     bounds = ([-1, -1, -1, 0, -2], [1, 1, 1, 1, 2])
-    rows = [{"noise": "non-private least squares", "epsilon": eps, "test_mse": ols_mse, "mse_ratio": 1.0,
-             "releases": 1} for eps in cfg["eps"]]
+    rows = [
+        {
+            "noise": "non-private least squares",
+            "epsilon": eps,
+            "test_mse": ols_mse,
+            "mse_ratio": 1.0,
+            "releases": 1,
+        }
+        for eps in cfg["eps"]
+    ]
     for noise in ("gaussian", "laplace"):
         for eps in cfg["eps"]:
             mses = []
@@ -61,8 +69,15 @@ def run(cfg: dict) -> pl.DataFrame:
                 sk = dps.release_sketch(Z, fm, bounds=bounds, **budget)
                 reg = dps.RACELinearRegression(coef_bounds=(-2, 2), fit_intercept=True, seed=r).fit(sk)
                 mses.append(float(np.mean((reg.predict(Xt) - yt) ** 2)))
-            rows.append({"noise": f"RACE, {noise}", "epsilon": eps, "test_mse": float(np.mean(mses)),
-                         "mse_ratio": float(np.mean(mses)) / ols_mse, "releases": len(mses)})
+            rows.append(
+                {
+                    "noise": f"RACE, {noise}",
+                    "epsilon": eps,
+                    "test_mse": float(np.mean(mses)),
+                    "mse_ratio": float(np.mean(mses)) / ols_mse,
+                    "releases": len(mses),
+                }
+            )
             print(f"{noise} ε={eps:g}: test MSE / OLS = {rows[-1]['mse_ratio']:.2f}", flush=True)
     return pl.DataFrame(rows)
 
@@ -76,8 +91,13 @@ def plot(table: pl.DataFrame, path: pathlib.Path) -> None:
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     for (noise,), part in table.group_by("noise", maintain_order=True):
         ax.plot(part["epsilon"], part["mse_ratio"], marker="o", label=noise)
-    ax.set(xscale="log", yscale="log", xlabel="ε", ylabel="test MSE / least-squares MSE",
-           title="linear regression from one RACE sketch")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="ε",
+        ylabel="test MSE / least-squares MSE",
+        title="linear regression from one RACE sketch",
+    )
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -86,7 +106,9 @@ def plot(table: pl.DataFrame, path: pathlib.Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
-    parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "output"), help="output directory")
+    parser.add_argument(
+        "--out", default=str(pathlib.Path(__file__).parent / "output"), help="output directory"
+    )
     args = parser.parse_args()
     dp.enable_features("contrib", "honest-but-curious")
     out = pathlib.Path(args.out)

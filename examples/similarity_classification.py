@@ -46,12 +46,21 @@ import scipy.special
 import opendp_sketch as dps
 
 NAME = "similarity_classification"
-FULL = {"n": 50_000, "test": 10_000, "d": 64, "m": 1000, "eps": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "releases": 3}
+FULL = {
+    "n": 50_000,
+    "test": 10_000,
+    "d": 64,
+    "m": 1000,
+    "eps": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+    "releases": 3,
+}
 QUICK = {"n": 5_000, "test": 1_000, "d": 64, "m": 200, "eps": [1.0, 10.0], "releases": 1}
 CLASSES = 10
 
 
-def embeddings(n: int, d: int, rng: np.random.Generator, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def embeddings(
+    n: int, d: int, rng: np.random.Generator, centres: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     y = rng.integers(0, CLASSES, n)
     X = centres[y] + rng.normal(0.0, 0.3, size=(n, d))
     return X / np.linalg.norm(X, axis=1, keepdims=True), y
@@ -92,16 +101,22 @@ def run(cfg: dict) -> pl.DataFrame:
     means = np.stack([X[y == c].mean(axis=0) for c in range(CLASSES)])
     nm_build = time.perf_counter() - t0
     t0 = time.perf_counter()
-    nm_acc = float(np.mean(np.argmin(((X_test[:, None, :] - means[None]) ** 2).sum(axis=2), axis=1) == y_test))
+    nm_acc = float(
+        np.mean(np.argmin(((X_test[:, None, :] - means[None]) ** 2).sum(axis=2), axis=1) == y_test)
+    )
     nm_predict = time.perf_counter() - t0
     print(f"non-private softmax regression: accuracy {lr_acc:.3f}, training {lr_train:.2f} s", flush=True)
     print(f"non-private nearest mean: accuracy {nm_acc:.3f}", flush=True)
 
     methods = {
         "private nearest noisy mean": (
-            dps.ByClass(dps.Moments(dim=d, radius=1.0, squared_norm=False), CLASSES), dps.NearestMeanClassifier),
+            dps.ByClass(dps.Moments(dim=d, radius=1.0, squared_norm=False), CLASSES),
+            dps.NearestMeanClassifier,
+        ),
         "private KDE classifier (RFF)": (
-            dps.ByClass(dps.RFF(dim=d, num_features=cfg["m"], bandwidth=1.0, seed=0), CLASSES), dps.KDEClassifier),
+            dps.ByClass(dps.RFF(dim=d, num_features=cfg["m"], bandwidth=1.0, seed=0), CLASSES),
+            dps.KDEClassifier,
+        ),
     }
     rows = []
     for name, (fm, model) in methods.items():
@@ -115,18 +130,51 @@ def run(cfg: dict) -> pl.DataFrame:
                 pred = clf.predict(X_test)
                 predict.append(time.perf_counter() - t0)
                 acc.append(float(np.mean(pred == y_test)))
-            rows.append({"method": name, "epsilon": eps, "accuracy_mean": float(np.mean(acc)),
-                         "accuracy_min": min(acc), "accuracy_max": max(acc), "build_seconds": float(np.median(build)),
-                         "predict_seconds": float(np.median(predict)), "releases": len(acc)})
-            print(f"{name:29s} ε={eps:<5g} accuracy {np.mean(acc):.3f}, build {np.median(build):.2f} s", flush=True)
-    for name, value, b, p in (("non-private softmax regression", lr_acc, lr_train, lr_predict),
-                              ("non-private nearest mean", nm_acc, nm_build, nm_predict)):
-        rows += [{"method": name, "epsilon": eps, "accuracy_mean": value, "accuracy_min": value, "accuracy_max": value,
-                  "build_seconds": b, "predict_seconds": p, "releases": 0} for eps in cfg["eps"]]
+            rows.append(
+                {
+                    "method": name,
+                    "epsilon": eps,
+                    "accuracy_mean": float(np.mean(acc)),
+                    "accuracy_min": min(acc),
+                    "accuracy_max": max(acc),
+                    "build_seconds": float(np.median(build)),
+                    "predict_seconds": float(np.median(predict)),
+                    "releases": len(acc),
+                }
+            )
+            print(
+                f"{name:29s} ε={eps:<5g} accuracy {np.mean(acc):.3f}, build {np.median(build):.2f} s",
+                flush=True,
+            )
+    for name, value, b, p in (
+        ("non-private softmax regression", lr_acc, lr_train, lr_predict),
+        ("non-private nearest mean", nm_acc, nm_build, nm_predict),
+    ):
+        rows += [
+            {
+                "method": name,
+                "epsilon": eps,
+                "accuracy_mean": value,
+                "accuracy_min": value,
+                "accuracy_max": value,
+                "build_seconds": b,
+                "predict_seconds": p,
+                "releases": 0,
+            }
+            for eps in cfg["eps"]
+        ]
     table = pl.DataFrame(rows)
     return table.with_columns(build_ratio=pl.col("build_seconds") / lr_train).select(
-        "method", "epsilon", "accuracy_mean", "accuracy_min", "accuracy_max", "build_seconds", "predict_seconds",
-        "build_ratio", "releases")
+        "method",
+        "epsilon",
+        "accuracy_mean",
+        "accuracy_min",
+        "accuracy_max",
+        "build_seconds",
+        "predict_seconds",
+        "build_ratio",
+        "releases",
+    )
 
 
 def plot(table: pl.DataFrame, path: pathlib.Path, n: int) -> None:
@@ -141,11 +189,18 @@ def plot(table: pl.DataFrame, path: pathlib.Path, n: int) -> None:
         t = table.filter(pl.col("method") == method)
         ratios[method] = float(t["build_ratio"].median())
         if t["releases"][0] == 0:
-            ax.semilogx(t["epsilon"], t["accuracy_mean"], "--" if "softmax" in method else ":", color="black",
-                        label=method)
+            ax.semilogx(
+                t["epsilon"],
+                t["accuracy_mean"],
+                "--" if "softmax" in method else ":",
+                color="black",
+                label=method,
+            )
             continue
         line = ax.semilogx(t["epsilon"], t["accuracy_mean"], "o-", label=method)[0]
-        ax.fill_between(t["epsilon"], t["accuracy_min"], t["accuracy_max"], color=line.get_color(), alpha=0.15)
+        ax.fill_between(
+            t["epsilon"], t["accuracy_min"], t["accuracy_max"], color=line.get_color(), alpha=0.15
+        )
     ax.set_xlabel("ε")
     ax.set_ylabel("test accuracy (10 classes)")
     ax.set_title(f"(a) accuracy, n = {n:,} training rows")

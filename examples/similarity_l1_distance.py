@@ -35,10 +35,19 @@ import polars as pl
 import opendp_sketch as dps
 
 NAME = "similarity_l1_distance"
-FULL = {"n": 10_000, "levels": 10, "queries": 1_000, "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0], "releases": 10}
+FULL = {
+    "n": 10_000,
+    "levels": 10,
+    "queries": 1_000,
+    "eps": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+    "releases": 10,
+}
 QUICK = {"n": 2_000, "levels": 8, "queries": 100, "eps": [0.1, 1.0], "releases": 2}
-METHODS = {"consistent": {}, "geometric (paper), α = 0.5": {"method": "geometric", "alpha": 0.5},
-           "leaves": {"method": "leaves"}}
+METHODS = {
+    "consistent": {},
+    "geometric (paper), α = 0.5": {"method": "geometric", "alpha": 0.5},
+    "leaves": {"method": "leaves"},
+}
 CURVE_EPS = (0.01, 0.1, 1.0)
 
 
@@ -48,8 +57,11 @@ def run(cfg: dict) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
         X = np.random.default_rng(5 + d).uniform(size=(cfg["n"], d))
         grid = np.linspace(0.0, 1.0, cfg["queries"])
         Q = np.repeat(grid[:, None], d, axis=1)
-        truth = np.abs(X[None, :, :] - Q[:, None, :]).sum(axis=(1, 2)) if d == 1 else np.stack(
-            [np.abs(X - q).sum() for q in Q])
+        truth = (
+            np.abs(X[None, :, :] - Q[:, None, :]).sum(axis=(1, 2))
+            if d == 1
+            else np.stack([np.abs(X - q).sum() for q in Q])
+        )
         fm = dps.DyadicTrees(bounds=(0.0, 1.0), levels=cfg["levels"], dim=d)
         methods = METHODS if d == 1 else {"consistent": {}}
         for eps in cfg["eps"]:
@@ -62,14 +74,23 @@ def run(cfg: dict) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
                     if d == 1 and r == 0 and m == "consistent" and eps in CURVE_EPS:
                         curves[f"ε = {eps:g}"] = est / cfg["n"]
             for m, e in errs.items():
-                rows.append({"dim": d, "method": m, "epsilon": eps, "mean_relative_error": float(np.mean(e)),
-                             "releases": len(e)})
+                rows.append(
+                    {
+                        "dim": d,
+                        "method": m,
+                        "epsilon": eps,
+                        "mean_relative_error": float(np.mean(e)),
+                        "releases": len(e),
+                    }
+                )
                 print(f"d={d:<2d} {m:27s} ε={eps:<5g} mean relative error {np.mean(e):.2e}", flush=True)
         if d == 1:
             curves["truth"] = truth / cfg["n"]
             curves["q"] = grid
-    rows += [{"dim": 1, "method": "baseline: answer 0", "epsilon": eps, "mean_relative_error": 1.0, "releases": 0}
-             for eps in cfg["eps"]]
+    rows += [
+        {"dim": 1, "method": "baseline: answer 0", "epsilon": eps, "mean_relative_error": 1.0, "releases": 0}
+        for eps in cfg["eps"]
+    ]
     return pl.DataFrame(rows), curves
 
 

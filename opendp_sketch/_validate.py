@@ -145,7 +145,11 @@ def check_column_names(names: Any) -> list[str] | None:
     """
     if names is None:
         return None
-    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not all(isinstance(c, str) for c in names):
+    if (
+        isinstance(names, (str, bytes))
+        or not isinstance(names, Sequence)
+        or not all(isinstance(c, str) for c in names)
+    ):
         raise ValueError(f"column_names ({names!r}) must be a list of strings")
     if len(set(names)) != len(names):
         raise ValueError(f"column_names ({list(names)}) must be distinct")

@@ -65,7 +65,9 @@ def _demo(args: argparse.Namespace) -> int:
     dp.enable_features("contrib", "honest-but-curious")
     frame = demo_data(args.n, args.seed)
     schema = dps.Schema.from_dict(DEMO_SCHEMA)
-    print(f"opendp-sketch demo: {args.n:,} synthetic rows, columns {list(DEMO_COLUMNS)}, total budget ε = {args.epsilon}")
+    print(
+        f"opendp-sketch demo: {args.n:,} synthetic rows, columns {list(DEMO_COLUMNS)}, total budget ε = {args.epsilon}"
+    )
     print(f"public schema (no data read): {json.dumps(DEMO_SCHEMA['columns'])}")
     t0 = time.perf_counter()
     sk = dps.release_sketch(frame, schema=schema, epsilon=args.epsilon)
@@ -73,8 +75,10 @@ def _demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     est = dps.M2M(sk)
     decoded = time.perf_counter() - t0
-    print(f"\nreleased one sketch ({type(sk.feature_map).__name__}, {sk.feature_map.num_features} cells) in "
-          f"{released:.2f} s; decoded in {decoded:.2f} s; privacy spent: ε = {sk.privacy['epsilon']:.4f}")
+    print(
+        f"\nreleased one sketch ({type(sk.feature_map).__name__}, {sk.feature_map.num_features} cells) in "
+        f"{released:.2f} s; decoded in {decoded:.2f} s; privacy spent: ε = {sk.privacy['epsilon']:.4f}"
+    )
     print(f"noisy count n̂ = {sk.count:,} (true {args.n:,})")
     print("\nanalyses of the one release (true values shown because the data is synthetic):")
     clipped = frame.with_columns(
@@ -83,8 +87,10 @@ def _demo(args: argparse.Namespace) -> int:
     means = dict(zip(est.columns, est.mean()))
     for c in ("age", "income_k", "hours"):
         true_mean, true_median = float(clipped[c].mean()), float(clipped[c].median())  # type: ignore[arg-type]
-        print(f"  {c:>9}: mean {means[c]:8.2f} (true {true_mean:8.2f})   "
-              f"median {est.quantile(c, [0.5])[0]:8.2f} (true {true_median:8.2f})")
+        print(
+            f"  {c:>9}: mean {means[c]:8.2f} (true {true_mean:8.2f})   "
+            f"median {est.quantile(c, [0.5])[0]:8.2f} (true {true_median:8.2f})"
+        )
     shares = est.shares("sector")
     true_shares = frame["sector"].value_counts(normalize=True)
     for label, share in shares.iter_rows():
@@ -94,7 +100,9 @@ def _demo(args: argparse.Namespace) -> int:
     truth = clipped.group_by("sector").agg(pl.col("income_k").mean())
     for label, value, _ in by.iter_rows():
         t = truth.filter(pl.col("sector") == label)["income_k"]
-        print(f"  mean income_k in {label!s:>13}: {value:7.2f} (true {t[0] if len(t) else float('nan'):7.2f})")
+        print(
+            f"  mean income_k in {label!s:>13}: {value:7.2f} (true {t[0] if len(t) else float('nan'):7.2f})"
+        )
     older = est.count((pl.col("age") > 30) & (pl.col("sector") == "private"))
     true_older = clipped.filter((pl.col("age") > 30) & (pl.col("sector") == "private")).height
     print(f"  rows with age > 30 in the private sector: {older:,.0f} (true {true_older:,})")
@@ -102,7 +110,9 @@ def _demo(args: argparse.Namespace) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         sk.save(out / "demo.sketch")
-        print(f"\nsketch saved to {out}/demo.sketch (try: opendp-sketch query {out}/demo.sketch --mean --shares sector)")
+        print(
+            f"\nsketch saved to {out}/demo.sketch (try: opendp-sketch query {out}/demo.sketch --mean --shares sector)"
+        )
     print("\nEvery estimate above is post-processing of the one released sketch: no further privacy cost.")
     return 0
 
@@ -125,7 +135,9 @@ def _inspect(args: argparse.Namespace) -> int:
         "privacy": privacy,
         # a merged sketch: how its parts compose (sequential unless declared disjoint) and the total
         "composition": privacy.get("composition", "single release"),
-        "signature": "valid (HMAC-SHA256, --key-file)" if key is not None else "not checked (give --key-file)",
+        "signature": "valid (HMAC-SHA256, --key-file)"
+        if key is not None
+        else "not checked (give --key-file)",
         "bounds": sk.bounds,
         "column_names": sk.column_names,
     }
@@ -146,7 +158,9 @@ def _load_schema(args: argparse.Namespace) -> Any:
         if col["type"] == "numeric" and "impute" not in col:
             lo, hi = col["range"]
             if not lo <= args.impute <= hi:
-                raise ValueError(f"--impute {args.impute} is outside the public range [{lo}, {hi}] of column {name!r}")
+                raise ValueError(
+                    f"--impute {args.impute} is outside the public range [{lo}, {hi}] of column {name!r}"
+                )
             col["impute"] = args.impute
     return dps.Schema.from_dict(spec)
 
@@ -164,7 +178,9 @@ def _feature_map(args: argparse.Namespace, schema: Any) -> Any:
     if args.map == "kmeans":
         return dps.compressive_feature_map((lo, hi), k=args.clusters, seed=args.seed)
     if args.map == "race":
-        return dps.RACE(dim=d, rows=args.rows, buckets=args.buckets, bucket_width=args.bandwidth, seed=args.seed)
+        return dps.RACE(
+            dim=d, rows=args.rows, buckets=args.buckets, bucket_width=args.bandwidth, seed=args.seed
+        )
     if args.map == "histogram":
         return dps.Histogram(bounds=(lo, hi), bins=args.bins)
     if args.map == "dyadic":
@@ -184,10 +200,14 @@ def _release(args: argparse.Namespace) -> int:
     out = Path(args.out)
     # checked before the release: a sketch that cannot be saved would spend the budget for nothing
     if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise ValueError(f"--out {args.out}: cannot write a file there (a directory, or a missing or read-only folder)")
+        raise ValueError(
+            f"--out {args.out}: cannot write a file there (a directory, or a missing or read-only folder)"
+        )
     # an existing file is most likely an earlier release: overwriting it would spend budget again
     if out.exists() and not args.force:
-        raise ValueError(f"--out {args.out} exists (an earlier release?); choose another path, or pass --force to replace it")
+        raise ValueError(
+            f"--out {args.out} exists (an earlier release?); choose another path, or pass --force to replace it"
+        )
     fm = _feature_map(args, schema)
     t0 = time.perf_counter()
     print(f"releasing {args.map} sketch of {args.data} (columns {schema.columns}) ...", file=sys.stderr)
@@ -200,7 +220,13 @@ def _release(args: argparse.Namespace) -> int:
 
         try:
             sk = dps.release_sketch(
-                args.data, fm, schema=schema, epsilon=args.epsilon, delta=args.delta, rho=args.rho, progress=progress
+                args.data,
+                fm,
+                schema=schema,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                rho=args.rho,
+                progress=progress,
             )
         except ValueError as e:
             raise ValueError(_in_cli_words(str(e))) from None
@@ -270,7 +296,9 @@ def _query(args: argparse.Namespace) -> int:
         if not col:
             raise ValueError(f"--group-mean {spec!r} must be BY=COLUMN, e.g. sector=income")
         for label, value, _share in est.group_mean(by, col).iter_rows():
-            rows.append({"query": "group_mean", "column": f"{col} by {by}", "point": label, "value": float(value)})
+            rows.append(
+                {"query": "group_mean", "column": f"{col} by {by}", "point": label, "value": float(value)}
+            )
     for spec in args.cdf or []:
         col, _, pts = spec.partition("=")
         points = _parse_points(pts)
@@ -285,14 +313,18 @@ def _query(args: argparse.Namespace) -> int:
         try:
             expr = pl.sql_expr(text)
         except Exception:  # noqa: BLE001 - Polars raises several SQL error types
-            raise ValueError(f"--count {text!r} is not a SQL predicate over the columns {est.columns}") from None
+            raise ValueError(
+                f"--count {text!r} is not a SQL predicate over the columns {est.columns}"
+            ) from None
         rows.append({"query": "count", "column": text, "point": None, "value": float(est.count(expr))})
     for text in args.kde or []:
         point = _parse_points(text)
         coords = point
         if schema is not None:  # a point in the table's units -> the sketch's encoded coordinates
             if len(point) != len(schema):
-                raise ValueError(f"--kde {text!r} needs {len(schema)} values, one per column {schema.columns}")
+                raise ValueError(
+                    f"--kde {text!r} needs {len(schema)} values, one per column {schema.columns}"
+                )
             coords = [float(schema.to_unit(c, [v])[0]) for c, v in zip(schema.columns, point)]
         rows.append({"query": "kde", "column": None, "point": point, "value": float(KDE(sk)([coords])[0])})
     if args.kmeans is not None:
@@ -303,11 +335,18 @@ def _query(args: argparse.Namespace) -> int:
         for j, (c, w) in enumerate(zip(centres, km.weights_)):
             rows.append({"query": "kmeans", "column": f"cluster {j}", "point": list(c), "value": float(w)})
     if not rows:
-        raise ValueError("ask for at least one of --mean, --shares, --group-mean, --cdf, --quantile, --count, --kde, --kmeans")
+        raise ValueError(
+            "ask for at least one of --mean, --shares, --group-mean, --cdf, --quantile, --count, --kde, --kmeans"
+        )
     if args.format == "json":
         print(json.dumps(rows))
     elif args.format == "csv":
-        print(pl.DataFrame({k: [str(r[k]) if r[k] is not None else "" for r in rows] for k in rows[0]}).write_csv(), end="")
+        print(
+            pl.DataFrame(
+                {k: [str(r[k]) if r[k] is not None else "" for r in rows] for k in rows[0]}
+            ).write_csv(),
+            end="",
+        )
     else:
         for r in rows:
             where = "" if r["point"] is None else f" at {r['point']}"
@@ -320,13 +359,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="opendp-sketch", description=_DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     fmt = argparse.ArgumentDefaultsHelpFormatter
-    p_demo = sub.add_parser("demo", help="release sketches of generated data and print estimates", formatter_class=fmt)
+    p_demo = sub.add_parser(
+        "demo", help="release sketches of generated data and print estimates", formatter_class=fmt
+    )
     p_demo.add_argument("--n", type=int, default=200_000, help="rows to generate")
     p_demo.add_argument("--epsilon", type=float, default=1.0, help="total privacy budget ε")
     p_demo.add_argument("--seed", type=int, default=0, help="seed of the data and the public maps")
     p_demo.add_argument("--out", help="directory to save the released sketches in")
     p_demo.set_defaults(func=_demo)
-    p_insp = sub.add_parser("inspect", help="show what a sketch file holds and its privacy parameters", formatter_class=fmt)
+    p_insp = sub.add_parser(
+        "inspect", help="show what a sketch file holds and its privacy parameters", formatter_class=fmt
+    )
     p_insp.add_argument("path", help="a file written by Sketch.save")
     p_insp.add_argument(
         "--key-file", help="file holding the curator's secret key: the sketch must carry a matching signature"
@@ -334,18 +377,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_insp.set_defaults(func=_inspect)
 
     p_rel = sub.add_parser(
-        "release", help="release a sketch of a CSV/Parquet file (streamed) to a sketch file", formatter_class=fmt
+        "release",
+        help="release a sketch of a CSV/Parquet file (streamed) to a sketch file",
+        formatter_class=fmt,
     )
     p_rel.add_argument("data", help="a .csv, .parquet or .ipc file")
     p_rel.add_argument(
-        "--schema", required=True,
+        "--schema",
+        required=True,
         help='JSON file: {"columns": {"age": {"type": "numeric", "range": [18, 90]}, "sex": {"type": "categorical", '
         '"labels": ["F", "M"], "null": "category"}, ...}} (also {"name": [lower, upper]}); see docs/schema.md',
     )
     p_rel.add_argument("--out", required=True, help="where to write the sketch (an existing file is refused)")
-    p_rel.add_argument("--force", action="store_true", help="replace an existing --out file (spends the budget again)")
     p_rel.add_argument(
-        "--map", choices=["auto", "rff", "race", "histogram", "dyadic", "moments", "kmeans"], default="auto",
+        "--force", action="store_true", help="replace an existing --out file (spends the budget again)"
+    )
+    p_rel.add_argument(
+        "--map",
+        choices=["auto", "rff", "race", "histogram", "dyadic", "moments", "kmeans"],
+        default="auto",
         help="feature map on the schema's unit-free coordinates (numeric columns scaled to [0, 1] by their "
         "public ranges); auto: chosen from the schema (1-way and 2-way marginals); kmeans: an RFF map sized "
         "for --clusters",
@@ -356,7 +406,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_rel.add_argument("--rho", type=float, help="ρ for zCDP (instead of ε)")
     p_rel.add_argument("--features", type=int, default=1000, help="RFF features")
     p_rel.add_argument(
-        "--bandwidth", type=float, default=0.2, help="RFF bandwidth / RACE bucket width, in units of each column's range"
+        "--bandwidth",
+        type=float,
+        default=0.2,
+        help="RFF bandwidth / RACE bucket width, in units of each column's range",
     )
     p_rel.add_argument("--rows", type=int, default=100, help="RACE rows")
     p_rel.add_argument("--buckets", type=int, default=1000, help="RACE buckets per row")
@@ -365,24 +418,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_rel.add_argument("--radius", type=float, help="Moments radius (default: the box's half-diagonal)")
     p_rel.add_argument("--seed", type=int, default=0, help="seed of the public map")
     p_rel.add_argument(
-        "--impute", type=float, help="public value replacing missing numeric values (inside each column's range)"
+        "--impute",
+        type=float,
+        help="public value replacing missing numeric values (inside each column's range)",
     )
     p_rel.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="progress bar of the release pass on stderr (default: when stderr is a terminal)",
     )
     p_rel.set_defaults(func=_release)
 
-    p_q = sub.add_parser("query", help="estimates from a sketch file, as a table, JSON or CSV", formatter_class=fmt)
+    p_q = sub.add_parser(
+        "query", help="estimates from a sketch file, as a table, JSON or CSV", formatter_class=fmt
+    )
     p_q.add_argument("sketch", help="a file written by release or Sketch.save")
     p_q.add_argument("--mean", action="store_true", help="column means (M2M)")
-    p_q.add_argument("--shares", action="append", metavar="COL", help="share of each label of a categorical column")
-    p_q.add_argument("--group-mean", action="append", metavar="BY=COL", help="mean of COL within each label of BY")
+    p_q.add_argument(
+        "--shares", action="append", metavar="COL", help="share of each label of a categorical column"
+    )
+    p_q.add_argument(
+        "--group-mean", action="append", metavar="BY=COL", help="mean of COL within each label of BY"
+    )
     p_q.add_argument("--cdf", action="append", metavar="COL=T1,T2", help="CDF of a column at points")
     p_q.add_argument("--quantile", action="append", metavar="COL=Q1,Q2", help="quantiles of a column")
-    p_q.add_argument("--count", action="append", metavar="SQL", help='rows satisfying a predicate, e.g. "age > 30"')
-    p_q.add_argument("--kde", action="append", metavar="X1,X2,...", help="kernel density at a point (RFF/RACE)")
-    p_q.add_argument("--kmeans", type=int, metavar="K", help="K cluster centres (value: cluster weight; RFF sketches)")
+    p_q.add_argument(
+        "--count", action="append", metavar="SQL", help='rows satisfying a predicate, e.g. "age > 30"'
+    )
+    p_q.add_argument(
+        "--kde", action="append", metavar="X1,X2,...", help="kernel density at a point (RFF/RACE)"
+    )
+    p_q.add_argument(
+        "--kmeans", type=int, metavar="K", help="K cluster centres (value: cluster weight; RFF sketches)"
+    )
     p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts")
     p_q.add_argument("--n-samples", type=int, default=100_000, help="M2M prior samples")
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")

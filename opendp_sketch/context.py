@@ -46,8 +46,14 @@ def make_private_sketch_in_context(
     ``dp.zero_concentrated_divergence()`` for Gaussian noise in a zCDP or (ε, δ) context.
     """
     return make_private_sketch(
-        input_domain, input_metric, output_measure or dp.max_divergence(), feature_map, scale,
-        count_fraction=count_fraction, chunk_rows=chunk_rows, n_jobs=n_jobs,
+        input_domain,
+        input_metric,
+        output_measure or dp.max_divergence(),
+        feature_map,
+        scale,
+        count_fraction=count_fraction,
+        chunk_rows=chunk_rows,
+        n_jobs=n_jobs,
     )
 
 
@@ -75,7 +81,14 @@ def make_m2m_in_context(
     :class:`~opendp_sketch.FailedEstimate`.
     """
     global _SKETCH_DOMAIN
-    options = {"bounds": bounds, "prior": prior, "n_samples": n_samples, "seed": seed, "lam": lam, "discrete": discrete}
+    options = {
+        "bounds": bounds,
+        "prior": prior,
+        "n_samples": n_samples,
+        "seed": seed,
+        "lam": lam,
+        "discrete": discrete,
+    }
     function = m2m_estimate(query, query_args, options)
     if _SKETCH_DOMAIN is None:
         _SKETCH_DOMAIN = dp.user_domain("Sketch", lambda x: isinstance(x, Sketch))
@@ -131,7 +144,9 @@ def release_sketch_in_context(
     if type(domain).__name__ == "LazyFrameDomain":
         if column_names is None or len(column_names) != feature_map.input_dim:
             got = None if column_names is None else len(column_names)
-            raise ValueError(f"column_names: {got} columns given but the feature map expects {feature_map.input_dim}")
+            raise ValueError(
+                f"column_names: {got} columns given but the feature map expects {feature_map.input_dim}"
+            )
         source = make_lazyframe_to_frame_box(domain, metric, (lo, hi), column_names, impute)
     else:
         source = make_box_clip(domain, metric, (lo, hi), impute=impute, column_names=column_names)
@@ -145,7 +160,9 @@ def release_sketch_in_context(
         raise ValueError(f"the context's privacy measure ({measure}) must be pure ε or zCDP")
     fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
     meas = dp.binary_search_chain(
-        lambda s: source >> then_private_sketch(measure, feature_map, s, fraction), d_in=context.d_in, d_out=loss
+        lambda s: source >> then_private_sketch(measure, feature_map, s, fraction),
+        d_in=context.d_in,
+        d_out=loss,
     )
     sketch = context(meas)
     sketch.privacy = {**sketch.privacy, "d_in": context.d_in, "loss": meas.map(context.d_in)}

@@ -43,6 +43,7 @@ __all__ = [
     "check_dask_collection",
 ]
 
+
 def _numeric(dtype: Any) -> bool:
     return getattr(dtype, "kind", "O") in "biuf"
 
@@ -105,8 +106,12 @@ def dask_box_domain(
         if len(names) != lo.size or len(set(names)) != len(names):
             raise ValueError(f"column_names ({list(names)}) must be {lo.size} distinct names")
     desc = DaskBoxDomain(
-        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=lo.size,
-        column_names=names, nan=nan, inf=inf,
+        lower=tuple(lo.tolist()),
+        upper=tuple(hi.tolist()),
+        num_columns=lo.size,
+        column_names=names,
+        nan=nan,
+        inf=inf,
     )
 
     def _member(x: Any) -> bool:
@@ -131,6 +136,7 @@ def _dask_descriptor(domain: dp.Domain) -> DaskBoxDomain:
 
 
 # -- per-partition work (runs on the workers) -------------------------------------------------
+
 
 def _partition_stats(block: Any, config: tuple) -> tuple[list[int], int, bool, bool]:
     """``(Σ q(x) as Python ints, rows, has NaN, has ±inf)`` of one partition.
@@ -191,6 +197,7 @@ def _sum_and_count(
 
 
 # -- transformations --------------------------------------------------------------------------
+
 
 def _check_impute(impute: Any, desc: DaskBoxDomain, input_domain: dp.Domain) -> np.ndarray | None:
     if impute is None:
@@ -322,6 +329,7 @@ then_dask_feature_sum = to_then(make_dask_feature_sum)
 
 # -- curator-side checks of a one-call release ----------------------------------------------
 
+
 def check_dask_collection(data: Any, d: int, column_names: Sequence[str] | None) -> list[str] | None:
     """Structural checks of a Dask collection (no data is computed); returns the column names.
 
@@ -339,7 +347,9 @@ def check_dask_collection(data: Any, d: int, column_names: Sequence[str] | None)
             raise ValueError(f"data has {len(cols)} columns but the feature map expects {d}")
         return cols
     if not _is_dask_array(data):
-        raise ValueError(f"data must be a dask.array.Array or dask.dataframe.DataFrame, got {type(data).__name__}")
+        raise ValueError(
+            f"data must be a dask.array.Array or dask.dataframe.DataFrame, got {type(data).__name__}"
+        )
     if not _numeric(data.dtype):
         raise ValueError(f"data dtype ({data.dtype}) must be numeric (bool, int or float)")
     if data.ndim != 2:

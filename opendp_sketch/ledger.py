@@ -595,8 +595,10 @@ class Ledger:
                     ),
                 )
                 return self.dataset(dataset_id, con)  # type: ignore[return-value]
-        if budget is not None and total is not None and (
-            rec.budget != budget or rec.total != (Fraction(total[0]), Fraction(total[1]))
+        if (
+            budget is not None
+            and total is not None
+            and (rec.budget != budget or rec.total != (Fraction(total[0]), Fraction(total[1])))
         ):
             raise LedgerError(
                 f"dataset {dataset_id!r} already has a total budget of {describe(rec.budget, rec.total)} in "

@@ -212,7 +212,11 @@ def suggest_sketch_size(
     signal = 1.0 / k if signal is None else _positive_float(signal, "signal", upper=1.0)
     if r is not None:
         r = _positive_int(r, "r")
-    lo = FEATURES_PER_PARAMETER * k * d if min_features is None else _positive_int(min_features, "min_features")
+    lo = (
+        FEATURES_PER_PARAMETER * k * d
+        if min_features is None
+        else _positive_int(min_features, "min_features")
+    )
     hi = _MAX_PER_PARAMETER * k * d if max_features is None else _positive_int(max_features, "max_features")
     for name, v in (("min_features", lo), ("max_features", hi)):
         if v % 2:
@@ -229,9 +233,17 @@ def suggest_sketch_size(
 
     mp = _grid(lo // 2, hi // 2, r)
     rr = mp if r is None else np.full_like(mp, r)
-    terms = noise_to_signal(mp, n, mechanism=mechanism, budget=budget, r=rr, signal=signal, count_fraction=count_fraction)
+    terms = noise_to_signal(
+        mp, n, mechanism=mechanism, budget=budget, r=rr, signal=signal, count_fraction=count_fraction
+    )
     table = pl.DataFrame(
-        {"num_features": 2 * mp, "num_frequencies": mp, "r": rr, **terms, "within_target": terms["nsr"] <= target}
+        {
+            "num_features": 2 * mp,
+            "num_frequencies": mp,
+            "r": rr,
+            **terms,
+            "within_target": terms["nsr"] <= target,
+        }
     )
     ok = np.flatnonzero(terms["nsr"] <= target)
     # NSR increases with m (docs/planning.md), so the largest size within target is the last

@@ -36,6 +36,7 @@ class FailedEstimate:
     def __bool__(self) -> bool:
         return False
 
+
 _QUERIES = ("mean", "moment", "covariance", "cdf", "quantile", "expect", "count", "weighted_frame")
 
 
@@ -80,11 +81,20 @@ def make_m2m(
     >>> chained(np.random.default_rng(0).uniform(size=(1000, 1))).shape
     (1,)
     """
-    options = {"bounds": bounds, "prior": prior, "n_samples": n_samples, "seed": seed, "lam": lam, "discrete": discrete}
+    options = {
+        "bounds": bounds,
+        "prior": prior,
+        "n_samples": n_samples,
+        "seed": seed,
+        "lam": lam,
+        "discrete": discrete,
+    }
     return dp.new_function(m2m_estimate(query, query_args, options), TO="ExtrinsicObject")
 
 
-def m2m_estimate(query: str | None, query_args: Sequence[Any], options: dict[str, Any]) -> Callable[[Sketch], Any]:
+def m2m_estimate(
+    query: str | None, query_args: Sequence[Any], options: dict[str, Any]
+) -> Callable[[Sketch], Any]:
     """The plain post-processing callable ``Sketch -> estimate``, arguments checked before any
     release; it never raises or warns (a failure is a :class:`FailedEstimate`)."""
     if query is not None and query not in _QUERIES:

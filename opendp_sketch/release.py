@@ -229,15 +229,20 @@ def make_noisy_sketch(
         # add two infinite losses, and a raising predicate sends parameter searches down a
         # ~20x slower path, so this case is built directly.
         noisy = dp.m.make_user_measurement(
-            pair.output_domain, pair.output_metric, output_measure,
-            lambda v: [t_sum(v), t_count(v)], lambda d_in: math.inf if d_in else 0.0,
+            pair.output_domain,
+            pair.output_metric,
+            output_measure,
+            lambda v: [t_sum(v), t_count(v)],
+            lambda d_in: math.inf if d_in else 0.0,
         )
     else:
         noise = dp.m.then_laplace if mechanism == "laplace" else dp.m.then_gaussian
         try:
             noisy = dp.c.make_composition([t_sum >> noise(int_scale), t_count >> noise(count_scale)])
         except dp.OpenDPException as e:  # e.g. a loss that overflows at a subnormal scale
-            raise ValueError(f"scale ({scale!r}) is outside the range OpenDP can account for ({e.variant})") from None
+            raise ValueError(
+                f"scale ({scale!r}) is outside the range OpenDP can account for ({e.variant})"
+            ) from None
     desc = descriptor_of(pair.input_domain) if bounds is None else None
     unit = feature_map.unit
     if mechanism == "laplace":
@@ -259,8 +264,14 @@ def make_noisy_sketch(
     try:
         loss = composed.map(1)
     except dp.OpenDPException as e:
-        raise ValueError(f"the privacy loss at noise scale {int_scale * unit!r} is not representable ({e.variant})") from None
-    record = {"measure": "MaxDivergence" if mechanism == "laplace" else "ZeroConcentratedDivergence", "d_in": 1, "loss": loss}
+        raise ValueError(
+            f"the privacy loss at noise scale {int_scale * unit!r} is not representable ({e.variant})"
+        ) from None
+    record = {
+        "measure": "MaxDivergence" if mechanism == "laplace" else "ZeroConcentratedDivergence",
+        "d_in": 1,
+        "loss": loss,
+    }
     if desc is not None:
         bounds = (list(desc.lower), list(desc.upper))
         column_names = desc.column_names
@@ -337,7 +348,11 @@ then_private_sketch = to_then(make_private_sketch)
 
 
 def _pair_source(
-    input_domain: dp.Domain, input_metric: dp.Metric, feature_map: FeatureMap, chunk_rows: int, n_jobs: int | None
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    chunk_rows: int,
+    n_jobs: int | None,
 ) -> dp.Transformation:
     """The backend's scale-independent sum-and-count transformation, cached on the feature map.
 
@@ -351,11 +366,17 @@ def _pair_source(
         if isinstance(getattr(input_domain, "descriptor", None), TableDomain):
             from .tables import make_table_sum_and_count
 
-            pair = make_table_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
+            pair = make_table_sum_and_count(
+                input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs
+            )
         elif isinstance(getattr(input_domain, "descriptor", None), FrameBoxDomain):
-            pair = make_frame_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
+            pair = make_frame_sum_and_count(
+                input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs
+            )
         else:
-            pair = make_sum_and_count(input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs)
+            pair = make_sum_and_count(
+                input_domain, input_metric, feature_map, chunk_rows=chunk_rows, n_jobs=n_jobs
+            )
         cache[key] = pair
     return cache[key]
 
@@ -404,7 +425,9 @@ def make_private_dask_sketch(
     key = ("dask", str(input_domain), str(input_metric), repr(impute), n_jobs)
     cache = feature_map.__dict__.setdefault("_source_cache", {})
     if key not in cache:
-        cache[key] = make_dask_sum_and_count(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+        cache[key] = make_dask_sum_and_count(
+            input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs
+        )
     pair = cache[key]
     return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, count_fraction)
 
@@ -435,7 +458,9 @@ def search_measurement(
     ref = budget.reference_scale(d_in, sensitivity)
     for lo_f, hi_f in ((1 / 20, 1e4), (1.0, 1e8), (1e-4, 1 / 20)):
         try:
-            return dp.binary_search_chain(build, d_in=d_in, d_out=budget.d_out, bounds=(ref * lo_f, ref * hi_f))
+            return dp.binary_search_chain(
+                build, d_in=d_in, d_out=budget.d_out, bounds=(ref * lo_f, ref * hi_f)
+            )
         except (ValueError, dp.OpenDPException):  # boundary outside, or loss overflow at tiny scales
             continue
     try:
@@ -504,7 +529,9 @@ def to_array(data: Any, column_names: Sequence[str] | None) -> tuple[np.ndarray,
             raise ValueError(f"columns {bad} must be numeric")
         return frame.select(cols).cast(pl.Float64).to_numpy(), cols
     if not isinstance(data, np.ndarray):
-        raise ValueError(f"data must be a numpy array or a Polars DataFrame/LazyFrame, got {type(data).__name__}")
+        raise ValueError(
+            f"data must be a numpy array or a Polars DataFrame/LazyFrame, got {type(data).__name__}"
+        )
     if data.dtype.kind not in "biuf":
         raise ValueError(f"data dtype ({data.dtype}) must be numeric (bool, int or float)")
     if data.ndim != 2:
@@ -531,7 +558,12 @@ def check_finite(X: np.ndarray, impute: Any, block_rows: int = 1 << 16) -> None:
 
 
 def memory_source(
-    data: Any, feature_map: FeatureMap, bounds: Any, impute: Any, column_names: Sequence[str] | None, projection: Any
+    data: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    impute: Any,
+    column_names: Sequence[str] | None,
+    projection: Any,
 ) -> tuple[np.ndarray, dp.Transformation]:
     """In-memory data checked (nothing released yet) and its clip (and projection) transformation."""
     X, names = to_array(data, column_names)
@@ -541,7 +573,9 @@ def memory_source(
         if not isinstance(projection, JLProjection):
             raise ValueError(f"projection ({projection!r}) must be a JLProjection")
         if isinstance(feature_map, ByClass):
-            raise ValueError("a projection cannot be combined with ByClass (it would mix the label into the features)")
+            raise ValueError(
+                "a projection cannot be combined with ByClass (it would mix the label into the features)"
+            )
         if projection.output_dim != feature_map.input_dim:
             raise ValueError(
                 f"the projection outputs {projection.output_dim} columns but the feature map expects {feature_map.input_dim}"
@@ -630,7 +664,9 @@ def release_sketch(
     (True, (8,))
     """
     if progress is not None and not callable(progress):
-        raise ValueError(f"progress ({progress!r}) must be a callable progress(rows_done, rows_total) or None")
+        raise ValueError(
+            f"progress ({progress!r}) must be a callable progress(rows_done, rows_total) or None"
+        )
     check_chunking(chunk_rows, n_jobs)  # here too: inside the scale search an error would be swallowed
     if schema is not None:
         if bounds is not None or impute is not None or column_names is not None or projection is not None:
@@ -639,8 +675,15 @@ def release_sketch(
                 "drop bounds=, impute=, column_names= and projection="
             )
         return _release_table(
-            data, as_schema(schema), feature_map, Budget.of(epsilon, delta, rho), contributions, count_fraction,
-            chunk_rows, n_jobs, progress,
+            data,
+            as_schema(schema),
+            feature_map,
+            Budget.of(epsilon, delta, rho),
+            contributions,
+            count_fraction,
+            chunk_rows,
+            n_jobs,
+            progress,
         )
     if feature_map is None or bounds is None:
         raise ValueError("give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds")
@@ -656,14 +699,25 @@ def release_sketch(
         if projection is not None:
             raise ValueError("projection= needs in-memory data (a numpy array or a Polars DataFrame)")
         return _release_frame(
-            data, feature_map, bounds, budget, contributions, count_fraction, impute, column_names, chunk_rows, n_jobs,
+            data,
+            feature_map,
+            bounds,
+            budget,
+            contributions,
+            count_fraction,
+            impute,
+            column_names,
+            chunk_rows,
+            n_jobs,
             progress,
         )
     if projection is not None:
         X, source = memory_source(data, feature_map, bounds, impute, column_names, projection)
 
         def build(scale: float) -> dp.Measurement:
-            return source >> then_private_sketch(budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs)
+            return source >> then_private_sketch(
+                budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
+            )
 
     else:
         # no clipped copy of the table: every chunk is clipped inside the exact sum
@@ -675,12 +729,20 @@ def release_sketch(
         check_finite(X, impute)
         in_domain = dp.numpy.array2_domain(num_columns=X.shape[1], T=float, nan=impute is not None)
         pair = make_clamped_sum_and_count(
-            in_domain, dp.symmetric_distance(), feature_map, (lo, hi), impute=impute, chunk_rows=chunk_rows, n_jobs=n_jobs
+            in_domain,
+            dp.symmetric_distance(),
+            feature_map,
+            (lo, hi),
+            impute=impute,
+            chunk_rows=chunk_rows,
+            n_jobs=n_jobs,
         )
         record = ([float(v) for v in lo], [float(v) for v in hi])
 
         def build(scale: float) -> dp.Measurement:
-            return pair >> make_noisy_sketch(pair, budget.measure, feature_map, scale, count_fraction, record, names)
+            return pair >> make_noisy_sketch(
+                pair, budget.measure, feature_map, scale, count_fraction, record, names
+            )
 
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
     warn_if_noise_swamps(budget, contributions, feature_map, X.shape[0])
@@ -821,7 +883,14 @@ def _release_frame(
 
     def build(scale: float) -> dp.Measurement:
         return make_private_sketch(
-            domain, dp.symmetric_distance(), budget.measure, feature_map, scale, count_fraction, chunk_rows, n_jobs
+            domain,
+            dp.symmetric_distance(),
+            budget.measure,
+            feature_map,
+            scale,
+            count_fraction,
+            chunk_rows,
+            n_jobs,
         )
 
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
@@ -970,7 +1039,9 @@ def release_smooth_sketches(
     else:
         w = np.asarray(split, dtype=np.float64).ravel()
         if w.size != len(plan.feature_maps) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-            raise ValueError(f"split weights must be {len(plan.feature_maps)} non-negative numbers, not all 0")
+            raise ValueError(
+                f"split weights must be {len(plan.feature_maps)} non-negative numbers, not all 0"
+            )
         w = w / w.sum()
     if (w <= 0).any():
         raise ValueError("every sketch needs a positive share of the budget (drop zero-weight terms)")
@@ -980,7 +1051,9 @@ def release_smooth_sketches(
         if not isinstance(projection, JLProjection):
             raise ValueError(f"projection ({projection!r}) must be a JLProjection")
         if projection.output_dim != plan.dim:
-            raise ValueError(f"projection outputs {projection.output_dim} columns but the plan expects {plan.dim}")
+            raise ValueError(
+                f"projection outputs {projection.output_dim} columns but the plan expects {plan.dim}"
+            )
     d = plan.dim if projection is None else projection.input_dim
 
     X, _ = to_array(data, None)
@@ -1003,7 +1076,14 @@ def release_smooth_sketches(
     def build(s: float) -> dp.Measurement:
         parts = [
             make_private_sketch(
-                source.output_domain, source.output_metric, budget.measure, fm, s * b, frac, chunk_rows, n_jobs
+                source.output_domain,
+                source.output_metric,
+                budget.measure,
+                fm,
+                s * b,
+                frac,
+                chunk_rows,
+                n_jobs,
             )
             for fm, b in zip(plan.feature_maps, base)
         ]
@@ -1014,6 +1094,8 @@ def release_smooth_sketches(
     meas = search_measurement(build, budget, contributions, 1.0)
     sketches = release_once(meas, X, budget, contributions)
     for sk, wj in zip(sketches, w):
-        sk.privacy["joint_release"] = f"one of {len(sketches)} smooth-kernel sketches released together; the loss is the total"
+        sk.privacy["joint_release"] = (
+            f"one of {len(sketches)} smooth-kernel sketches released together; the loss is the total"
+        )
         sk.privacy["share"] = float(wj)
     return sketches

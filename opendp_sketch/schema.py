@@ -52,15 +52,25 @@ class Numeric:
     def __post_init__(self) -> None:
         for name in ("lower", "upper"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float, np.integer, np.floating))
+                or not math.isfinite(v)
+            ):
                 raise ValueError(f"{name} ({v!r}) must be a finite number")
         if not self.lower < self.upper or not math.isfinite(float(self.upper) - float(self.lower)):
-            raise ValueError(f"range ({self.lower!r}, {self.upper!r}) must have lower < upper and a finite width")
+            raise ValueError(
+                f"range ({self.lower!r}, {self.upper!r}) must have lower < upper and a finite width"
+            )
         if not isinstance(self.integer, bool):
             raise ValueError(f"integer ({self.integer!r}) must be True or False")
         if self.impute is not None:
             v = self.impute
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float, np.integer, np.floating))
+                or not math.isfinite(v)
+            ):
                 raise ValueError(f"impute ({v!r}) must be a finite number")
             if not self.lower <= v <= self.upper:
                 raise ValueError(
@@ -103,7 +113,9 @@ class Categorical:
         if not clean or len(set(clean)) != len(clean) or len(clean) > _MAX_LABELS:
             raise ValueError(f"labels ({list(clean)[:10]}) must be 1 to {_MAX_LABELS} distinct values")
         if null is not None and null != NULL_CATEGORY and str(null) not in clean:
-            raise ValueError(f"null ({null!r}) must be None, {NULL_CATEGORY!r} or one of the labels {list(clean)}")
+            raise ValueError(
+                f"null ({null!r}) must be None, {NULL_CATEGORY!r} or one of the labels {list(clean)}"
+            )
         object.__setattr__(self, "labels", clean)
         object.__setattr__(self, "null", None if null is None else str(null))
 
@@ -161,8 +173,10 @@ def _column(name: str, spec: Any) -> Column:
         return _column_from_dict(name, spec)
     if isinstance(spec, tuple) and len(spec) == 2:
         return Numeric(*spec)
-    if isinstance(spec, list) and len(spec) == 2 and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec
+    if (
+        isinstance(spec, list)
+        and len(spec) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec)
     ):
         return Numeric(*spec)  # the CLI's old layout: "name": [lower, upper]
     if isinstance(spec, (list, tuple)) and spec and all(isinstance(v, str) for v in spec):
@@ -229,7 +243,9 @@ class Schema:
         return len(self._columns)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Schema) and self.to_dict() == other.to_dict() and self.columns == other.columns
+        return (
+            isinstance(other, Schema) and self.to_dict() == other.to_dict() and self.columns == other.columns
+        )
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
@@ -310,7 +326,15 @@ class Schema:
             dt = dtypes[name]
             ok = (
                 (isinstance(col, Numeric) and (dt.is_numeric() or dt == pl.Boolean or dt == pl.Null))
-                or (isinstance(col, Categorical) and (dt in (pl.String, pl.Categorical, pl.Null) or isinstance(dt, pl.Enum) or dt.is_integer() or dt == pl.Boolean))
+                or (
+                    isinstance(col, Categorical)
+                    and (
+                        dt in (pl.String, pl.Categorical, pl.Null)
+                        or isinstance(dt, pl.Enum)
+                        or dt.is_integer()
+                        or dt == pl.Boolean
+                    )
+                )
                 or (isinstance(col, Boolean) and (dt == pl.Boolean or dt.is_integer() or dt == pl.Null))
             )
             if not ok:
@@ -334,10 +358,16 @@ class Schema:
                 ]
             elif isinstance(col, Categorical):
                 s = c.cast(pl.String)
-                exprs += [s.is_null().sum().alias(f"{name}\0null"), (~s.is_in(list(col.labels)) & s.is_not_null()).sum().alias(f"{name}\0unknown")]
+                exprs += [
+                    s.is_null().sum().alias(f"{name}\0null"),
+                    (~s.is_in(list(col.labels)) & s.is_not_null()).sum().alias(f"{name}\0unknown"),
+                ]
             else:
                 b = c.cast(pl.Int64, strict=False)
-                exprs += [c.is_null().sum().alias(f"{name}\0null"), (~b.is_in([0, 1]) & b.is_not_null()).sum().alias(f"{name}\0unknown")]
+                exprs += [
+                    c.is_null().sum().alias(f"{name}\0null"),
+                    (~b.is_in([0, 1]) & b.is_not_null()).sum().alias(f"{name}\0unknown"),
+                ]
         row = lf.select(exprs).collect().row(0, named=True)
         out: dict[str, dict[str, int]] = {n: {} for n in self._columns}
         for key, v in row.items():
@@ -395,7 +425,11 @@ class Schema:
                 b = s.cast(pl.Int64, strict=False)
                 known = b.is_in([0, 1]).fill_null(False).to_numpy()
                 vals = b.fill_null(0).to_numpy().astype(np.float64)
-                null_code = 2.0 if col.null == NULL_CATEGORY else (float(col.null) if isinstance(col.null, bool) else 0.0)
+                null_code = (
+                    2.0
+                    if col.null == NULL_CATEGORY
+                    else (float(col.null) if isinstance(col.null, bool) else 0.0)
+                )
                 out[:, j] = np.where(known, vals, null_code)
         return out
 
@@ -414,7 +448,9 @@ class Schema:
             u = U[:, j]
             if isinstance(col, Numeric):
                 x = col.lower + np.clip(u, 0.0, 1.0) * col.width
-                cols[name] = pl.Series(name, np.rint(x).astype(np.int64)) if col.integer else pl.Series(name, x)
+                cols[name] = (
+                    pl.Series(name, np.rint(x).astype(np.int64)) if col.integer else pl.Series(name, x)
+                )
             elif isinstance(col, Categorical):
                 k = np.clip(np.rint(u), 0, col.cardinality - 1).astype(np.int64)
                 levels = col.levels
@@ -449,7 +485,9 @@ def _no_null_rule(col: Column) -> bool:
 def _codes(s: pl.Series, col: Categorical) -> np.ndarray:
     """Codes of a string series: labels by position; nulls and unknown labels by the null rule
     (the null category, the imputed label, or code 0 when there is no rule)."""
-    codes = s.replace_strict(list(col.labels), list(range(len(col.labels))), default=None, return_dtype=pl.Int64)
+    codes = s.replace_strict(
+        list(col.labels), list(range(len(col.labels))), default=None, return_dtype=pl.Int64
+    )
     if col.null == NULL_CATEGORY:
         fill = len(col.labels)
     elif col.null is not None:

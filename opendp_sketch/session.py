@@ -527,7 +527,9 @@ class Session:
         :return: what ``analysis`` returns
         """
         result = analysis(self.load_sketch(release_id))
-        self.log_postprocessing(release_id, description or str(getattr(analysis, "__qualname__", repr(analysis))))
+        self.log_postprocessing(
+            release_id, description or str(getattr(analysis, "__qualname__", repr(analysis)))
+        )
         return result
 
     def releases(self) -> Any:

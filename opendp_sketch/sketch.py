@@ -267,7 +267,11 @@ class Sketch:
             raise ValueError(f"disjoint ({disjoint!r}) must be True or False")
         if self.feature_map != other.feature_map:
             raise ValueError("sketches use different feature maps (fingerprints differ)")
-        if self.bounds != other.bounds or self.column_names != other.column_names or self.schema != other.schema:
+        if (
+            self.bounds != other.bounds
+            or self.column_names != other.column_names
+            or self.schema != other.schema
+        ):
             raise ValueError("sketches were released with different bounds, column names or schemas")
         if disjoint:
             _check_disjoint(self, other)

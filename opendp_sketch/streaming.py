@@ -41,7 +41,13 @@ __all__ = [
 
 #: rows per batch read from a frame (bounded memory: batch_rows × columns float64 at a time)
 DEFAULT_BATCH_ROWS = 1 << 16
-_SCANNERS = {".parquet": pl.scan_parquet, ".pq": pl.scan_parquet, ".csv": pl.scan_csv, ".ipc": pl.scan_ipc, ".arrow": pl.scan_ipc}
+_SCANNERS = {
+    ".parquet": pl.scan_parquet,
+    ".pq": pl.scan_parquet,
+    ".csv": pl.scan_csv,
+    ".ipc": pl.scan_ipc,
+    ".arrow": pl.scan_ipc,
+}
 
 
 def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = None) -> dp.Domain:
@@ -73,7 +79,10 @@ def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = Non
     lo, hi = check_bounds(bounds, len(names))
     fill = None if impute is None else impute_values(impute, len(names))
     desc = FrameBoxDomain(
-        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=len(names), column_names=names,
+        lower=tuple(lo.tolist()),
+        upper=tuple(hi.tolist()),
+        num_columns=len(names),
+        column_names=names,
         impute=None if fill is None else tuple(fill.tolist()),
     )
 
@@ -126,7 +135,9 @@ def report_progress(callback: Callable[[int], None] | None) -> Iterator[None]:
         _PROGRESS.reset(token)
 
 
-def iter_batches(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str], batch_rows: int) -> Iterator[np.ndarray]:
+def iter_batches(
+    frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str], batch_rows: int
+) -> Iterator[np.ndarray]:
     """float64 ``(rows, len(names))`` blocks of at most ``batch_rows`` rows (nulls become NaN)."""
     lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
     query = lf.select([pl.col(c).cast(pl.Float64) for c in names])
@@ -188,7 +199,9 @@ def make_frame_feature_sum(
     if p not in (1, 2):
         raise ValueError(f"p ({p!r}) must be 1 or 2")
     function = _frame_sum_function(input_domain, input_metric, feature_map, batch_rows, chunk_rows, n_jobs)
-    return integer_sum_transformation(input_domain, input_metric, feature_map, p, lambda frame: function(frame)[0])
+    return integer_sum_transformation(
+        input_domain, input_metric, feature_map, p, lambda frame: function(frame)[0]
+    )
 
 
 def make_frame_sum_and_count(
@@ -230,7 +243,9 @@ def _frame_sum_function(
     if not isinstance(feature_map, FeatureMap):
         raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
     if feature_map.input_dim != desc.num_columns:
-        raise ValueError(f"feature_map expects {feature_map.input_dim} columns but the frame domain has {desc.num_columns}")
+        raise ValueError(
+            f"feature_map expects {feature_map.input_dim} columns but the frame domain has {desc.num_columns}"
+        )
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
         raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
     check_chunking(chunk_rows, n_jobs)
@@ -269,7 +284,9 @@ def _fill(X: np.ndarray, fill: np.ndarray | None) -> np.ndarray:
     return np.where(bad, fill, X) if bad.any() else X
 
 
-def bad_value_counts(frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+def bad_value_counts(
+    frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str]
+) -> tuple[dict[str, int], dict[str, int]]:
     """Per column, the numbers of null/NaN and of infinite values (one streaming pass, before
     releasing: the counts decide whether to refuse, they are never released)."""
     lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
@@ -299,15 +316,23 @@ def make_lazyframe_to_frame_box(
     dp.assert_features("contrib", "honest-but-curious")
     require_opendp_polars("a dp.Context on a LazyFrame")
     if type(input_domain).__name__ != "LazyFrameDomain":
-        raise ValueError(f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (dp.lazyframe_domain)")
+        raise ValueError(
+            f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (dp.lazyframe_domain)"
+        )
     require_symmetric(input_metric)
     names = [str(c) for c in column_names]
     missing = [c for c in names if c not in input_domain.columns]
     if missing:
         raise ValueError(f"columns {missing} are not in the data (columns: {list(input_domain.columns)})")
     numeric = ("T=f", "T=i", "T=u")
-    bad = [c for c in names if not any(t in str(input_domain.get_series_domain(c).element_domain) for t in numeric)]
+    bad = [
+        c
+        for c in names
+        if not any(t in str(input_domain.get_series_domain(c).element_domain) for t in numeric)
+    ]
     if bad:
         raise ValueError(f"columns {bad} must be numeric")
     out = frame_box_domain(bounds, names, impute=impute)
-    return dp.t.make_user_transformation(input_domain, input_metric, out, dp.symmetric_distance(), lambda x: x, lambda d: d)
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, out, dp.symmetric_distance(), lambda x: x, lambda d: d
+    )

@@ -72,7 +72,10 @@ def as_frame(data: Any, columns: list[str] | None = None) -> pl.LazyFrame:
 
 def _is_table(x: Any) -> bool:
     module = type(x).__module__.split(".")[0]
-    return isinstance(x, (pl.LazyFrame, pl.DataFrame, np.ndarray, str, os.PathLike)) or module in ("pandas", "pyarrow")
+    return isinstance(x, (pl.LazyFrame, pl.DataFrame, np.ndarray, str, os.PathLike)) or module in (
+        "pandas",
+        "pyarrow",
+    )
 
 
 def table_domain(schema: Schema) -> dp.Domain:
@@ -87,8 +90,11 @@ def table_domain(schema: Schema) -> dp.Domain:
         raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
     lo, hi = schema.bounds
     desc = TableDomain(
-        lower=tuple(lo.tolist()), upper=tuple(hi.tolist()), num_columns=len(schema),
-        column_names=tuple(schema.columns), schema=schema,
+        lower=tuple(lo.tolist()),
+        upper=tuple(hi.tolist()),
+        num_columns=len(schema),
+        column_names=tuple(schema.columns),
+        schema=schema,
     )
     ident = f"TableDomain(schema={schema.to_dict()})"
     return dp.user_domain(ident, _is_table, desc)
@@ -127,7 +133,9 @@ def make_table_sum_and_count(
     if not isinstance(feature_map, FeatureMap):
         raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
     if feature_map.input_dim != desc.num_columns:
-        raise ValueError(f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}")
+        raise ValueError(
+            f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}"
+        )
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
         raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
     check_chunking(chunk_rows, n_jobs)

@@ -130,7 +130,9 @@ def _generic_rows(lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> n
     return np.array(rows, dtype=np.float64)
 
 
-def _special_rows(fm: FeatureMap, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+def _special_rows(
+    fm: FeatureMap, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Map-specific rows that push ``‖Φ(x)‖`` to its extremes or sit on rounding boundaries."""
     d = lo.size
     out: list[np.ndarray] = []
@@ -239,8 +241,13 @@ def adversarial_rows(
     rng = np.random.default_rng(seed)
     if isinstance(feature_map, ByClass):
         inner = adversarial_rows(
-            feature_map.feature_map, (lo[:-1], hi[:-1]), n_random=n_random, seed=seed,
-            max_corners=max_corners, n_pool=n_pool, n_top=n_top,
+            feature_map.feature_map,
+            (lo[:-1], hi[:-1]),
+            n_random=n_random,
+            seed=seed,
+            max_corners=max_corners,
+            n_pool=n_pool,
+            n_top=n_top,
         )
         labels = _label_values(feature_map.num_classes)
         cycled = np.resize(np.array(labels), inner.shape[0])
@@ -267,7 +274,9 @@ def _within(norm: int, stated: float, p: Literal[1, 2]) -> bool:
     return Fraction(norm) <= (Fraction(stated) if p == 1 else Fraction(stated) ** 2)
 
 
-def assert_within_sensitivity(feature_map: FeatureMap, sum_a: Sequence[Any], sum_b: Sequence[Any], p: Literal[1, 2]) -> int:
+def assert_within_sensitivity(
+    feature_map: FeatureMap, sum_a: Sequence[Any], sum_b: Sequence[Any], p: Literal[1, 2]
+) -> int:
     """Assert two exact integer sums (``Σq``, e.g. a release path's sums on neighbouring datasets)
     differ by at most ``feature_map.int_sensitivity(p)``; compared exactly (``Fraction``).
 
@@ -284,7 +293,9 @@ def assert_within_sensitivity(feature_map: FeatureMap, sum_a: Sequence[Any], sum
     norm = _exact_norm([int(x) - int(y) for x, y in zip(sum_a, sum_b, strict=True)], p)
     stated = feature_map.int_sensitivity(p)
     if not _within(norm, stated, p):
-        raise AssertionError(f"{feature_map!r}: the sums differ by {norm} (p={p}), above int_sensitivity({p}) = {stated}")
+        raise AssertionError(
+            f"{feature_map!r}: the sums differ by {norm} (p={p}), above int_sensitivity({p}) = {stated}"
+        )
     return norm
 
 
@@ -347,7 +358,9 @@ def check_neighbour_sensitivity(
         stacked = np.vstack([X, r[None]]) if i % 2 == 0 else np.vstack([r[None], X])
         neighbours.append(("adding", r, stacked))
     n = X.shape[0]
-    removed = range(n) if n <= max_removals else np.random.default_rng(seed).choice(n, max_removals, replace=False)
+    removed = (
+        range(n) if n <= max_removals else np.random.default_rng(seed).choice(n, max_removals, replace=False)
+    )
     for i in removed:
         neighbours.append(("removing", X[i], np.delete(X, i, axis=0)))
 
@@ -433,8 +446,10 @@ def check_sum_invariance(
     clipped = X if clip is None else np.fmin(np.fmax(X, clip[0]), clip[1])
     with np.errstate(all="ignore"):  # extreme rows overflow on purpose
         expected = [sum(col) for col in zip(*feature_map.fixed_features(clipped).tolist())]
-        sums = {(c, j): feature_map.fixed_sum(X, clip=clip, chunk_rows=c, n_jobs=j)
-                for c, j in itertools.product(chunk_rows, n_jobs)}
+        sums = {
+            (c, j): feature_map.fixed_sum(X, clip=clip, chunk_rows=c, n_jobs=j)
+            for c, j in itertools.product(chunk_rows, n_jobs)
+        }
     expected = expected or [0] * feature_map.num_features
     for (c, j), got in sums.items():
         if got != expected:

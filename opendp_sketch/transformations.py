@@ -60,13 +60,22 @@ def integer_sum_transformation(
         metric, stability = dp.l1_distance(T=dp.i64), lambda d_in: d_in * isens
     else:
         metric, stability = dp.l2_distance(T=float), lambda d_in: _stability_up(d_in, isens)
-    return dp.t.make_user_transformation(input_domain, input_metric, output_domain, metric, function, stability)
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, output_domain, metric, function, stability
+    )
 
 
-def count_transformation(input_domain: dp.Domain, input_metric: dp.Metric, function: Any) -> dp.Transformation:
+def count_transformation(
+    input_domain: dp.Domain, input_metric: dp.Metric, function: Any
+) -> dp.Transformation:
     """A row count (``i64``, 1-stable under the symmetric distance) computed by ``function``."""
     return dp.t.make_user_transformation(
-        input_domain, input_metric, dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64), function, lambda d_in: d_in
+        input_domain,
+        input_metric,
+        dp.atom_domain(T=dp.i64),
+        dp.absolute_distance(T=dp.i64),
+        function,
+        lambda d_in: d_in,
     )
 
 
@@ -87,7 +96,12 @@ def pair_transformation(
         lambda v: isinstance(v, tuple) and len(v) == 2 and np.shape(v[0]) == (m,) and isinstance(v[1], int),
     )
     return dp.t.make_user_transformation(
-        input_domain, input_metric, output_domain, dp.user_distance(_SOURCE_DISTANCE), function, lambda d_in: d_in
+        input_domain,
+        input_metric,
+        output_domain,
+        dp.user_distance(_SOURCE_DISTANCE),
+        function,
+        lambda d_in: d_in,
     )
 
 
@@ -235,7 +249,9 @@ def make_feature_sum(
         return feature_map._accumulate(x, (lo, hi), chunk_rows, n_jobs).clipped(limit)
 
     if fixed_point:
-        return integer_sum_transformation(input_domain, input_metric, feature_map, p, lambda x: exact(x, I64_MAX))
+        return integer_sum_transformation(
+            input_domain, input_metric, feature_map, p, lambda x: exact(x, I64_MAX)
+        )
 
     sens = feature_map.sensitivity(p)
     k = feature_map.frac_bits
@@ -245,8 +261,12 @@ def make_feature_sum(
 
     metric = dp.l1_distance(T=float) if p == 1 else dp.l2_distance(T=float)
     return dp.t.make_user_transformation(
-        input_domain, input_metric, dp.vector_domain(dp.atom_domain(T=float, nan=False)), metric,
-        function_float, lambda d_in: _stability_up(d_in, sens),
+        input_domain,
+        input_metric,
+        dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+        metric,
+        function_float,
+        lambda d_in: _stability_up(d_in, sens),
     )
 
 

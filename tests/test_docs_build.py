@@ -20,7 +20,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_docs_build_strict(tmp_path: pathlib.Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     warnings = [line for line in done.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
     assert done.returncode == 0, "\n".join(warnings) or done.stderr[-3000:]

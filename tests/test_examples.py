@@ -12,7 +12,9 @@ import sys
 import pytest
 
 pl = pytest.importorskip("polars")
-pytest.importorskip("matplotlib", reason="the examples plot with matplotlib (pip install 'opendp-sketch[plot]')")
+pytest.importorskip(
+    "matplotlib", reason="the examples plot with matplotlib (pip install 'opendp-sketch[plot]')"
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = {
@@ -21,11 +23,27 @@ EXAMPLES = {
     "m2m_fig3_statistics": ["dataset", "sketch", "epsilon", "mean_mre", "moment2_mre", "cdf_emd", "releases"],
     "m2m_fig4_logistic": ["sketch", "epsilon", "auc_mean", "auc_min", "auc_max", "releases"],
     "race_fig2_kde": ["dataset", "sketch", "epsilon", "l2_error", "mean_relative_error", "releases"],
-    "race_classification": ["dataset", "method", "epsilon", "accuracy_mean", "accuracy_min", "accuracy_max",
-                            "releases"],
+    "race_classification": [
+        "dataset",
+        "method",
+        "epsilon",
+        "accuracy_mean",
+        "accuracy_min",
+        "accuracy_max",
+        "releases",
+    ],
     "similarity_l1_distance": ["dim", "method", "epsilon", "mean_relative_error", "releases"],
-    "similarity_classification": ["method", "epsilon", "accuracy_mean", "accuracy_min", "accuracy_max",
-                                  "build_seconds", "predict_seconds", "build_ratio", "releases"],
+    "similarity_classification": [
+        "method",
+        "epsilon",
+        "accuracy_mean",
+        "accuracy_min",
+        "accuracy_max",
+        "build_seconds",
+        "predict_seconds",
+        "build_ratio",
+        "releases",
+    ],
 }
 
 
@@ -33,8 +51,13 @@ EXAMPLES = {
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_example_quick_run(name: str, tmp_path: pathlib.Path) -> None:
     script = ROOT / "examples" / f"{name}.py"
-    done = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     png, csv = tmp_path / f"{name}.png", tmp_path / f"{name}.csv"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -48,8 +71,13 @@ def test_example_quick_run(name: str, tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.slow
 def test_kde_from_sketch_quick_run(tmp_path: pathlib.Path) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "kde_from_sketch.py"), "--quick", "--out",
-                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "kde_from_sketch.py"), "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     table = pl.read_csv(tmp_path / "kde_from_sketch.csv")
     assert table.columns[:3] == ["x", "exact kernel average", "sketch without noise"]

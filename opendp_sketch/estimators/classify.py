@@ -79,7 +79,9 @@ class KDEClassifier(_ByClassModel):
     [0, 1]
     """
 
-    def __init__(self, rule: Literal["ml", "map"] = "map", estimator: Literal["mean", "median_of_means"] = "mean") -> None:
+    def __init__(
+        self, rule: Literal["ml", "map"] = "map", estimator: Literal["mean", "median_of_means"] = "mean"
+    ) -> None:
         self.rule = rule
         self.estimator = estimator
 
@@ -96,7 +98,8 @@ class KDEClassifier(_ByClassModel):
         self.class_counts_ = counts
         # a class whose noisy count is ≤ 0 carries no usable density: it never wins
         self._kdes = [
-            KDE(sketch, label=c, estimator=self.estimator) if counts[c] > 0 else None for c in range(fm.num_classes)
+            KDE(sketch, label=c, estimator=self.estimator) if counts[c] > 0 else None
+            for c in range(fm.num_classes)
         ]
         self._dim = fm.dim
         return self
@@ -110,9 +113,13 @@ class KDEClassifier(_ByClassModel):
         if not usable:
             return out
         for s in range(0, Q.shape[0], QUERY_CHUNK):
-            features = usable[0][1]._features(Q[s : s + QUERY_CHUNK])  # the inner map is shared: evaluate it once
+            features = usable[0][1]._features(
+                Q[s : s + QUERY_CHUNK]
+            )  # the inner map is shared: evaluate it once
             for c, kde in usable:
-                out[s : s + QUERY_CHUNK, c] = kde._estimate(features) * (kde.n_hat if self.rule == "map" else 1.0)
+                out[s : s + QUERY_CHUNK, c] = kde._estimate(features) * (
+                    kde.n_hat if self.rule == "map" else 1.0
+                )
         return out
 
 

@@ -131,6 +131,8 @@ class _CLOMPR:
         self.z, self.at, self.lo, self.hi = z, atoms, lo, hi
         self.zc = atoms.complex_sketch(z)
         self.gaussian = gaussian
+        self.s_lo: Any
+        self.s_hi: Any
         self.s_lo, self.s_hi = s_bounds if s_bounds is not None else (None, None)
         self.d = lo.shape[0]
         self.cloud = ((lo + hi) / 2, (hi - lo) / 4)
@@ -148,7 +150,9 @@ class _CLOMPR:
         idx = np.sort(np.argsort(at.W2.sum(axis=0))[:keep])
         z = np.concatenate([self.z[:F][idx], self.z[F:][idx]]) if at.pair else self.z[idx]
         sub = _Atoms(W=at.W[:, idx], W2=at.W2[:, idx], offset=at.offset[idx], amp=at.amp, pair=at.pair)
-        dec = _CLOMPR(z, sub, self.lo, self.hi, self.gaussian, None if self.s_lo is None else (self.s_lo, self.s_hi))
+        dec = _CLOMPR(
+            z, sub, self.lo, self.hi, self.gaussian, None if self.s_lo is None else (self.s_lo, self.s_hi)
+        )
         dec.cloud = self.cloud
         return dec
 
@@ -230,7 +234,7 @@ class _CLOMPR:
         # merge), then the point. Restarts alternate the two; the smallest residual wins.
         smooth = smooth or self.gaussian
         search = self if self.gaussian else self.smoother
-        s_start = s0 if self.gaussian else self.smoother.s_lo
+        s_start: Any = s0 if self.gaussian else self.smoother.s_lo
         E = search._values(cand, np.broadcast_to(s_start, cand.shape))
         score = self._inner(E, r) / np.sqrt(np.maximum(self._sq_norms(E), 1e-300))
         best, best_x = math.inf, None
@@ -248,8 +252,13 @@ class _CLOMPR:
 
     def _ascend(self, x0: np.ndarray, r: np.ndarray) -> np.ndarray:
         res = scipy.optimize.minimize(
-            self._correlation, x0, args=(r,), jac=True, method="L-BFGS-B",
-            bounds=self._param_bounds(1), options={"maxiter": 200},
+            self._correlation,
+            x0,
+            args=(r,),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=self._param_bounds(1),
+            options={"maxiter": 200},
         )
         return res.x
 
@@ -279,10 +288,17 @@ class _CLOMPR:
         grads.append(-2.0 * ER.real.sum(axis=1))
         return float((np.abs(R) ** 2).sum()), np.concatenate(grads)
 
-    def _refine(self, x: np.ndarray, alpha: np.ndarray, K: int, maxiter: int) -> tuple[np.ndarray, np.ndarray]:
+    def _refine(
+        self, x: np.ndarray, alpha: np.ndarray, K: int, maxiter: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         res = scipy.optimize.minimize(
-            self._objective, np.concatenate([x, alpha]), args=(K,), jac=True, method="L-BFGS-B",
-            bounds=self._param_bounds(K) + [(0.0, None)] * K, options={"maxiter": maxiter},
+            self._objective,
+            np.concatenate([x, alpha]),
+            args=(K,),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=self._param_bounds(K) + [(0.0, None)] * K,
+            options={"maxiter": maxiter},
         )
         return res.x[:-K], res.x[-K:]
 
@@ -393,7 +409,13 @@ class _CompressiveMixture:
     _who = "CompressiveKMeans"
 
     def __init__(self, k: int, bounds: Any, n_restarts: int, seed: int, max_iter: int) -> None:
-        self._k, self.bounds, self.n_restarts, self.seed, self.max_iter = k, bounds, n_restarts, seed, max_iter
+        self._k, self.bounds, self.n_restarts, self.seed, self.max_iter = (
+            k,
+            bounds,
+            n_restarts,
+            seed,
+            max_iter,
+        )
 
     def _check_options(self) -> int:
         k = _check_k(self._k, "n_clusters" if not self._gaussian else "n_components")
@@ -447,7 +469,12 @@ class _CompressiveMixture:
         order = np.lexsort(C.T[::-1])
         total = float(alpha.sum())
         weights = alpha / total if total > 0 else np.full(k, 1.0 / k)
-        return C[order], None if S is None else S[order], weights[order], res / max(float(np.linalg.norm(z)), 1e-300)
+        return (
+            C[order],
+            None if S is None else S[order],
+            weights[order],
+            res / max(float(np.linalg.norm(z)), 1e-300),
+        )
 
 
 def _nearest(X: Any, centres: np.ndarray, who: str) -> np.ndarray:
@@ -490,7 +517,13 @@ class CompressiveKMeans(_CompressiveMixture):
     """
 
     def __init__(
-        self, n_clusters: int = 8, *, bounds: Any = None, n_restarts: int = 3, seed: int = 0, max_iter: int = 300
+        self,
+        n_clusters: int = 8,
+        *,
+        bounds: Any = None,
+        n_restarts: int = 3,
+        seed: int = 0,
+        max_iter: int = 300,
     ) -> None:
         super().__init__(n_clusters, bounds, n_restarts, seed, max_iter)
         self.n_clusters = n_clusters
@@ -556,7 +589,13 @@ class CompressiveGMM(_CompressiveMixture):
     _who = "CompressiveGMM"
 
     def __init__(
-        self, n_components: int = 1, *, bounds: Any = None, n_restarts: int = 3, seed: int = 0, max_iter: int = 300
+        self,
+        n_components: int = 1,
+        *,
+        bounds: Any = None,
+        n_restarts: int = 3,
+        seed: int = 0,
+        max_iter: int = 300,
     ) -> None:
         super().__init__(n_components, bounds, n_restarts, seed, max_iter)
         self.n_components = n_components

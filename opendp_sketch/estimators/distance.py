@@ -125,7 +125,9 @@ def consistent_leaves(nodes: np.ndarray, levels: int) -> np.ndarray:
     return fit
 
 
-def _range_sums(tree: np.ndarray, levels: int, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _range_sums(
+    tree: np.ndarray, levels: int, start: np.ndarray, stop: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Sum of the leaves ``[start, stop)`` of one heap-ordered tree, read from the canonical
     nodes (at most two per level), and the number of nodes used."""
     s, e = start.copy(), stop.copy()
@@ -357,7 +359,9 @@ class SquaredL2DistanceSum:
         self.sketch = _check_sketch(sketch, Moments, "SquaredL2DistanceSum")
         fm: Moments = sketch.feature_map  # type: ignore[assignment]
         if not fm.squared_norm:
-            raise ValueError("SquaredL2DistanceSum needs the ‖y‖² feature: a Moments(..., squared_norm=True) sketch")
+            raise ValueError(
+                "SquaredL2DistanceSum needs the ‖y‖² feature: a Moments(..., squared_norm=True) sketch"
+            )
         self.center = fm.center.copy()
         s = sketch.sum
         self.first_, self.second_ = s[:-1], float(s[-1])

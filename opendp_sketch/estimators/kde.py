@@ -87,7 +87,12 @@ class KDE:
             raise ValueError(f"sketch must be a Sketch, got {type(sketch).__name__}")
         fm = sketch.feature_map
         if isinstance(fm, ByClass):
-            if label is None or isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < fm.num_classes:
+            if (
+                label is None
+                or isinstance(label, bool)
+                or not isinstance(label, (int, np.integer))
+                or not 0 <= label < fm.num_classes
+            ):
                 raise ValueError(f"a ByClass sketch needs label= one of 0..{fm.num_classes - 1}")
             inner, count = fm.block(sketch.sum, int(label))
             self.feature_map = _kde_map(fm.feature_map)
@@ -102,7 +107,9 @@ class KDE:
             self.n_hat = sketch.n_hat
             noisy_count = float(sketch.count)
         if noisy_count <= 0:
-            raise ValueError(f"the noisy count ({noisy_count:g}) is not positive: too little data for this budget")
+            raise ValueError(
+                f"the noisy count ({noisy_count:g}) is not positive: too little data for this budget"
+            )
         if estimator not in ("mean", "median_of_means"):
             raise ValueError(f"estimator ({estimator!r}) must be 'mean' or 'median_of_means'")
         if estimator == "median_of_means" and not isinstance(self.feature_map, RACE):
@@ -197,6 +204,14 @@ class KDE:
         def neg(x: np.ndarray) -> float:
             return -float(self(np.clip(x, lo, hi)[None, :])[0])
 
-        results = [scipy.optimize.minimize(neg, x0, method="Nelder-Mead", options={"xatol": 1e-6 * float(np.max(hi - lo)), "fatol": 1e-12}) for x0 in best]
+        results = [
+            scipy.optimize.minimize(
+                neg,
+                x0,
+                method="Nelder-Mead",
+                options={"xatol": 1e-6 * float(np.max(hi - lo)), "fatol": 1e-12},
+            )
+            for x0 in best
+        ]
         top = min(results, key=lambda r: r.fun)
         return np.clip(top.x, lo, hi)

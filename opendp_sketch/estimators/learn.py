@@ -27,7 +27,11 @@ class _SketchRegressor:
     """Shared parts: resolve the target, build the weighted design, map coefficients back."""
 
     def __init__(
-        self, target: str | int = -1, alpha: float = 1e-4, fit_intercept: bool = True, m2m_options: dict[str, Any] | None = None
+        self,
+        target: str | int = -1,
+        alpha: float = 1e-4,
+        fit_intercept: bool = True,
+        m2m_options: dict[str, Any] | None = None,
     ) -> None:
         self.target = target
         self.alpha = alpha
@@ -36,7 +40,11 @@ class _SketchRegressor:
 
     def _m2m(self, source: Sketch | M2M, discrete_target: bool) -> M2M:
         a = self.alpha
-        if isinstance(a, bool) or not isinstance(a, (int, float, np.integer, np.floating)) or not (np.isfinite(a) and a >= 0):
+        if (
+            isinstance(a, bool)
+            or not isinstance(a, (int, float, np.integer, np.floating))
+            or not (np.isfinite(a) and a >= 0)
+        ):
             raise ValueError(f"alpha ({a!r}) must be a finite number ≥ 0")
         if isinstance(source, M2M):
             return source
@@ -44,7 +52,9 @@ class _SketchRegressor:
             raise ValueError(f"fit needs a Sketch or an M2M estimator, got {type(source).__name__}")
         options = dict(self.m2m_options or {})
         if discrete_target:
-            names = list(source.column_names) if source.column_names else default_column_names(source.feature_map)
+            names = (
+                list(source.column_names) if source.column_names else default_column_names(source.feature_map)
+            )
             j = _target_index(self.target, names, source.feature_map.input_dim)
             discrete = dict(options.get("discrete") or {})
             given = {names.index(k) if isinstance(k, str) and k in names else k for k in discrete}
@@ -59,7 +69,11 @@ class _SketchRegressor:
         keep = [c for c in range(est.lower.size) if c != j]
         # centring on the box needs an intercept to absorb it; without one, only scale
         self._center = (est.upper[keep] + est.lower[keep]) / 2 if self.fit_intercept else np.zeros(len(keep))
-        self._half = (est.upper[keep] - est.lower[keep]) / 2 if self.fit_intercept else np.maximum(np.abs(est.upper[keep]), np.abs(est.lower[keep]))
+        self._half = (
+            (est.upper[keep] - est.lower[keep]) / 2
+            if self.fit_intercept
+            else np.maximum(np.abs(est.upper[keep]), np.abs(est.lower[keep]))
+        )
         self.feature_names_in_ = [est.columns[c] for c in keep]
         self.target_index_ = j
         Z = (est.samples[:, keep] - self._center) / self._half
@@ -79,7 +93,9 @@ class _SketchRegressor:
         if X.ndim == 1 and self.coef_.size == 1:
             X = X[:, None]
         if X.ndim != 2 or X.shape[1] != self.coef_.size:
-            raise ValueError(f"X must have shape (n, {self.coef_.size}) (columns {self.feature_names_in_}), got {X.shape}")
+            raise ValueError(
+                f"X must have shape (n, {self.coef_.size}) (columns {self.feature_names_in_}), got {X.shape}"
+            )
         if not np.isfinite(X).all():
             raise ValueError("X contains NaN or infinite values")
         return X

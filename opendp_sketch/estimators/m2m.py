@@ -131,7 +131,9 @@ def _feature_chunks(fm: FeatureMap, X: np.ndarray):
         yield s, P
 
 
-def _reference_queries(lo: np.ndarray, hi: np.ndarray, discrete: set[int]) -> Callable[[np.ndarray], np.ndarray]:
+def _reference_queries(
+    lo: np.ndarray, hi: np.ndarray, discrete: set[int]
+) -> Callable[[np.ndarray], np.ndarray]:
     """Means, second moments and interior CDF points of every column (at most 512 functions)."""
     d = lo.size
     cols = list(range(d))
@@ -163,8 +165,10 @@ def check_options(n_samples: Any, seed: Any, lam: Any, method: Any = "synthetic"
     if isinstance(lam, str):
         if lam not in ("auto", "paper", "theorem"):
             raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a number ≥ 0")
-    elif isinstance(lam, bool) or not isinstance(lam, (int, float, np.floating, np.integer)) or not (
-        math.isfinite(lam) and lam >= 0
+    elif (
+        isinstance(lam, bool)
+        or not isinstance(lam, (int, float, np.floating, np.integer))
+        or not (math.isfinite(lam) and lam >= 0)
     ):
         raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a finite number ≥ 0")
 
@@ -254,7 +258,11 @@ class M2M:
         self.reason: str | None = None
         if method == "synthetic":
             self.decoder = SyntheticDecoder(
-                self.n_samples, seed=self.seed, bounds=(self.lower, self.upper), discrete=self.discrete, prior=prior
+                self.n_samples,
+                seed=self.seed,
+                bounds=(self.lower, self.upper),
+                discrete=self.discrete,
+                prior=prior,
             ).fit(sketch)
             self.samples = self.decoder.samples_
             self.weights = self.decoder.weights_
@@ -294,7 +302,9 @@ class M2M:
         return X, lo, hi
 
     # -- construction ---------------------------------------------------------------------------
-    def _resolve_discrete(self, discrete: Mapping[str | int, Sequence[float]] | None) -> dict[int, np.ndarray]:
+    def _resolve_discrete(
+        self, discrete: Mapping[str | int, Sequence[float]] | None
+    ) -> dict[int, np.ndarray]:
         out: dict[int, np.ndarray] = {}
         if isinstance(self.feature_map, ByClass):
             out[self.feature_map.dim] = np.arange(self.feature_map.num_classes, dtype=np.float64)
@@ -302,7 +312,9 @@ class M2M:
             j = self._column_index(key)
             v = np.unique(np.asarray(values, dtype=np.float64))
             if v.size == 0 or not np.isfinite(v).all() or v.min() < self.lower[j] or v.max() > self.upper[j]:
-                raise ValueError(f"discrete values of column {self.columns[j]!r} must be finite and inside its bounds")
+                raise ValueError(
+                    f"discrete values of column {self.columns[j]!r} must be finite and inside its bounds"
+                )
             out[j] = v
         return out
 
@@ -334,10 +346,15 @@ class M2M:
             return _DESIGN_CACHE[key]
         rng = np.random.default_rng(self.seed)
         samples = self._draw(prior, self.n_samples, rng)
-        design = _Design(self.feature_map, samples, _reference_queries(self.lower, self.upper, set(self.discrete)))
+        design = _Design(
+            self.feature_map, samples, _reference_queries(self.lower, self.upper, set(self.discrete))
+        )
         if prior is None:
             _DESIGN_CACHE[key] = design
-            while sum(v.nbytes() for v in _DESIGN_CACHE.values()) > _DESIGN_CACHE_BYTES and len(_DESIGN_CACHE) > 1:
+            while (
+                sum(v.nbytes() for v in _DESIGN_CACHE.values()) > _DESIGN_CACHE_BYTES
+                and len(_DESIGN_CACHE) > 1
+            ):
                 _DESIGN_CACHE.popitem(last=False)
         return design
 
@@ -381,14 +398,20 @@ class M2M:
     def _values(self, f: Query) -> np.ndarray:
         """``f`` evaluated on the prior samples as an ``(ns, k)`` float array."""
         ns = self.n_samples
-        if isinstance(f, pl.Expr) or (isinstance(f, (list, tuple)) and f and all(isinstance(e, pl.Expr) for e in f)):
+        if isinstance(f, pl.Expr) or (
+            isinstance(f, (list, tuple)) and f and all(isinstance(e, pl.Expr) for e in f)
+        ):
             exprs = [f] if isinstance(f, pl.Expr) else list(f)
             try:
                 out = self._sample_frame().select(exprs)
             except pl.exceptions.PolarsError as e:
-                raise ValueError(f"the Polars expression could not be evaluated on columns {self.columns}: {e}") from None
+                raise ValueError(
+                    f"the Polars expression could not be evaluated on columns {self.columns}: {e}"
+                ) from None
             if out.height != ns:
-                raise ValueError(f"a Polars query must give one value per row (an elementwise expression), got {out.height} rows")
+                raise ValueError(
+                    f"a Polars query must give one value per row (an elementwise expression), got {out.height} rows"
+                )
             # a predicate on a null (a null category) is not true, as in SQL
             out = out.with_columns(pl.col(pl.Boolean).fill_null(False))
             try:
@@ -410,7 +433,9 @@ class M2M:
                 )
             F = F.astype(np.float64)
         else:
-            raise ValueError("a query must be a vectorised function of an (ns, d) array or a Polars expression")
+            raise ValueError(
+                "a query must be a vectorised function of an (ns, d) array or a Polars expression"
+            )
         if not np.isfinite(F).all():
             raise ValueError("the query returned NaN or infinite values on points inside the bounds")
         return F
@@ -466,7 +491,9 @@ class M2M:
         """
         out = self.moment(1, return_std=return_std)
         if self.schema is not None:
-            nominal = [j for j, c in enumerate(self.schema.columns) if isinstance(self.schema[c], Categorical)]
+            nominal = [
+                j for j, c in enumerate(self.schema.columns) if isinstance(self.schema[c], Categorical)
+            ]
             for arr in out if isinstance(out, tuple) else (out,):
                 arr[nominal] = np.nan
         return out
@@ -488,13 +515,11 @@ class M2M:
         j = self._column_index(column)
         name = self.columns[j]
         if self.schema is None or isinstance(self.schema[name], Numeric):
-            raise ValueError(f"shares() needs a categorical or boolean column of a schema sketch; {name!r} is not one")
+            raise ValueError(
+                f"shares() needs a categorical or boolean column of a schema sketch; {name!r} is not one"
+            )
         frame = self.weighted_frame()
-        return (
-            frame.group_by(name)
-            .agg(pl.col("weight").sum().alias("share"))
-            .sort(name, nulls_last=True)
-        )
+        return frame.group_by(name).agg(pl.col("weight").sum().alias("share")).sort(name, nulls_last=True)
 
     def group_mean(self, by: str, column: str) -> pl.DataFrame:
         """Weighted mean of ``column`` (in its units) within each category of ``by``, with the
@@ -504,7 +529,9 @@ class M2M:
         """
         for c in (by, column):
             self._column_index(c)
-        frame = self.weighted_frame().with_columns(pl.Series(column, self._user[:, self._column_index(column)]))
+        frame = self.weighted_frame().with_columns(
+            pl.Series(column, self._user[:, self._column_index(column)])
+        )
         return (
             frame.group_by(by)
             .agg(
@@ -523,7 +550,9 @@ class M2M:
         t = np.atleast_1d(np.asarray(points, dtype=np.float64))
         lo, hi = self._lo_user[j], self._hi_user[j]
         if t.ndim != 1 or not np.isfinite(t).all() or (t < lo).any() or (t > hi).any():
-            raise ValueError(f"points must be finite and inside the bounds of {self.columns[j]!r}: [{lo}, {hi}]")
+            raise ValueError(
+                f"points must be finite and inside the bounds of {self.columns[j]!r}: [{lo}, {hi}]"
+            )
         if return_std:
             F = (self._user[:, j][:, None] <= t).astype(np.float64)
             return self._answer(F, 1.0, t.shape, True)

@@ -152,7 +152,9 @@ class CompressivePCA:
                 "matrix: the components are not identifiable from this sketch"
             )
         if sketch.count <= 0:
-            raise ValueError(f"the noisy count ({sketch.count}) is not positive: too little data for this budget")
+            raise ValueError(
+                f"the noisy count ({sketch.count}) is not positive: too little data for this budget"
+            )
         return fm, k, method
 
     def fit(self, sketch: Sketch) -> CompressivePCA:
@@ -199,7 +201,9 @@ class CompressivePCA:
         t0 = 0.1 / math.sqrt(d)  # s = t² > 0: at t = 0 the gradient in t vanishes
         starts = [np.append(rows.T * np.sqrt(np.maximum(vals, 1e-12)), t0)]
         rng = np.random.default_rng(self.seed)
-        starts += [np.append(rng.standard_normal((d, k)) / math.sqrt(d * k), t0) for _ in range(self.n_restarts)]
+        starts += [
+            np.append(rng.standard_normal((d, k)) / math.sqrt(d * k), t0) for _ in range(self.n_restarts)
+        ]
 
         def loss(v: np.ndarray) -> tuple[float, np.ndarray]:
             V, t = v[:-1].reshape(d, k), v[-1]
@@ -210,7 +214,9 @@ class CompressivePCA:
 
         opts = {"maxiter": int(self.max_iter), "gtol": 1e-12}
         with single_threaded_blas():  # tiny products: BLAS threads only add overhead and contention
-            fits = [scipy.optimize.minimize(loss, v0, jac=True, method="L-BFGS-B", options=opts) for v0 in starts]
+            fits = [
+                scipy.optimize.minimize(loss, v0, jac=True, method="L-BFGS-B", options=opts) for v0 in starts
+            ]
         best = min(fits, key=lambda r: r.fun)
         V, t = best.x[:-1].reshape(d, k), best.x[-1]
         return (V @ V.T + t * t * np.eye(d)) * scale

@@ -127,10 +127,17 @@ class RACELinearRegression:
         if fm.dim < need:
             raise ValueError(
                 f"the sketch has {fm.dim} columns; regression needs at least {need} "
-                "(features" + (", the constant column" if self.fit_intercept else "") + " and the target last)"
+                "(features"
+                + (", the constant column" if self.fit_intercept else "")
+                + " and the target last)"
             )
         c = self.constant
-        if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) or not np.isfinite(c) or c == 0:
+        if (
+            isinstance(c, bool)
+            or not isinstance(c, (int, float, np.integer, np.floating))
+            or not np.isfinite(c)
+            or c == 0
+        ):
             raise ValueError(f"constant ({c!r}) must be a finite non-zero number")
         p = fm.dim - 1
         try:
@@ -143,7 +150,9 @@ class RACELinearRegression:
         _check_count(self.n_starts, "n_starts", 1)
         _check_count(self.seed, "seed", 0)
         if sketch.count <= 0:
-            raise ValueError(f"the noisy count ({sketch.count}) is not positive: too little data for this budget")
+            raise ValueError(
+                f"the noisy count ({sketch.count}) is not positive: too little data for this budget"
+            )
         return fm, lo, hi
 
     def surrogate_loss(self, theta: Any) -> np.ndarray:

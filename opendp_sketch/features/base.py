@@ -135,9 +135,6 @@ def single_threaded_blas() -> Any:
     return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
 
-
-
-
 class FeatureMap(ABC):
     """Base class of public random feature maps.
 
@@ -191,7 +188,11 @@ class FeatureMap(ABC):
         return h.hexdigest()[:32]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, FeatureMap) and type(self) is type(other) and self.fingerprint() == other.fingerprint()
+        return (
+            isinstance(other, FeatureMap)
+            and type(self) is type(other)
+            and self.fingerprint() == other.fingerprint()
+        )
 
     def __hash__(self) -> int:
         return hash(self.fingerprint())

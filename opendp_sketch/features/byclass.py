@@ -105,5 +105,3 @@ class ByClass(FeatureMap):
         """Split a vector laid out like ``Φ_C`` into class ``c``'s inner part and its count."""
         b = np.asarray(values)[..., c * self.block_size : (c + 1) * self.block_size]
         return b[..., :-1], b[..., -1]
-
-

@@ -52,7 +52,12 @@ class Histogram(OneHotFeatureMap):
         self.lower, self.upper = check_bounds(bounds, dim)
         self.dim = self.lower.size
         b = np.atleast_1d(np.asarray(bins))
-        if b.ndim != 1 or b.size not in (1, self.dim) or not np.issubdtype(b.dtype, np.integer) or (b <= 0).any():
+        if (
+            b.ndim != 1
+            or b.size not in (1, self.dim)
+            or not np.issubdtype(b.dtype, np.integer)
+            or (b <= 0).any()
+        ):
             raise ValueError(f"bins ({bins!r}) must be a positive int or one positive int per column")
         self.bins = np.broadcast_to(b.astype(np.int64), (self.dim,)).copy()
         self.offsets = np.concatenate([[0], np.cumsum(self.bins)[:-1]])

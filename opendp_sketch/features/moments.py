@@ -113,7 +113,9 @@ class Moments(FeatureMap):
             raise ValueError(f"radius ({self.radius:g}) must be between 2^-10 and 2^10; rescale the data")
         self.num_features = self.dim + int(squared_norm)
         # both y (≤ r) and ‖y‖² (≤ r²) keep ≥ 16 bits; the larger of the two gets 26
-        self.frac_bits = _frac_bits_for(max(self.radius, self.radius**2) if squared_norm else self.radius, "radius")
+        self.frac_bits = _frac_bits_for(
+            max(self.radius, self.radius**2) if squared_norm else self.radius, "radius"
+        )
         self._R = math.floor(math.ldexp(self.radius, self.frac_bits))
 
     def _params(self) -> dict[str, Any]:
@@ -185,7 +187,9 @@ class RandomQuadratic(FeatureMap):
         omega = rng.standard_normal((self.dim, self.num_features)) / math.sqrt(self.num_features)
         self.projections = quantize_columns(omega, exact_bits(self.dim))
         spectral = float(np.linalg.norm(self.projections, 2))
-        bound = spectral * spectral * self.radius * self.radius * (1 + 1e-6)  # inf (refused below), not OverflowError
+        bound = (
+            spectral * spectral * self.radius * self.radius * (1 + 1e-6)
+        )  # inf (refused below), not OverflowError
         self.frac_bits = _frac_bits_for(bound, "‖Ω‖₂²·radius² (the feature bound)")
         self._B = math.ceil(math.ldexp(bound, self.frac_bits))
 
@@ -206,5 +210,3 @@ class RandomQuadratic(FeatureMap):
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         return self._B if p == 1 else self._B * self._B
-
-

@@ -114,8 +114,9 @@ def _laplace_audit(setup, runs: int) -> tuple[int, int]:
     return hits(D2), hits(D)
 
 
-@pytest.mark.parametrize("runs", [pytest.param(N_RUNS, id="default"),
-                                  pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "runs", [pytest.param(N_RUNS, id="default"), pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)]
+)
 def test_laplace_whole_path_does_not_exceed_epsilon(laplace_setup, runs):
     """Pure ε: ``log(P[M(D') ∈ S] / P[M(D) ∈ S])`` has a lower confidence bound ≤ ε."""
     moved, base = _laplace_audit(laplace_setup, runs)
@@ -128,14 +129,18 @@ def test_laplace_whole_path_does_not_exceed_epsilon(laplace_setup, runs):
 def _broken_laplace(setup, factor: float):
     """OpenDP's make_laplace on the exact integer sum and count at ``1/factor`` of the correct scales."""
     _, _, _, _, pilot = setup
-    sum_scale, count_scale = pilot.noise["sum_scale"] * HIST.gain / factor, pilot.noise["count_scale"] / factor
+    sum_scale, count_scale = (
+        pilot.noise["sum_scale"] * HIST.gain / factor,
+        pilot.noise["count_scale"] / factor,
+    )
     vec = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=dp.i64)), dp.l1_distance(T=dp.i64), sum_scale)
     cnt = dp.m.make_laplace(dp.atom_domain(T=dp.i64), dp.absolute_distance(T=dp.i64), count_scale)
     return vec, cnt
 
 
-@pytest.mark.parametrize("runs", [pytest.param(N_CONTROL, id="default"),
-                                  pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "runs", [pytest.param(N_CONTROL, id="default"), pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)]
+)
 def test_laplace_audit_catches_noise_four_times_too_small(laplace_setup, runs):
     """Negative control: the same audit detects a mechanism whose noise is 4x too small (true loss 4ε)."""
     D, D2, _, event, _ = laplace_setup
@@ -182,8 +187,9 @@ def gaussian_setup():
     return D, np.vstack([D, corner]), chain, statistic, delta, pilot
 
 
-@pytest.mark.parametrize("runs", [pytest.param(N_RUNS, id="default"),
-                                  pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "runs", [pytest.param(N_RUNS, id="default"), pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)]
+)
 def test_gaussian_whole_path_respects_converted_epsilon_delta(gaussian_setup, runs):
     """zCDP converted by OpenDP: ``P[M(D') ∈ S] - e^ε P[M(D) ∈ S]`` has a lower confidence bound ≤ δ."""
     D, D2, chain, statistic, delta, _ = gaussian_setup
@@ -199,8 +205,9 @@ def test_gaussian_whole_path_respects_converted_epsilon_delta(gaussian_setup, ru
     assert moved > base > 0
 
 
-@pytest.mark.parametrize("runs", [pytest.param(N_CONTROL, id="default"),
-                                  pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "runs", [pytest.param(N_CONTROL, id="default"), pytest.param(N_SLOW, id="many", marks=pytest.mark.slow)]
+)
 def test_gaussian_audit_catches_noise_four_times_too_small(gaussian_setup, runs):
     """Negative control: OpenDP's make_gaussian on the exact sums at σ/4 violates the claimed (ε, δ)."""
     D, D2, _, statistic, delta, pilot = gaussian_setup
@@ -212,7 +219,9 @@ def test_gaussian_audit_catches_noise_four_times_too_small(gaussian_setup, runs)
     def hits(X):
         exact = [int(v) for v in MOMENTS.fixed_sum(X)]
         return count_hits(
-            lambda: (np.array(vec(exact), dtype=np.int64), cnt(X.shape[0])), lambda o: statistic(*o) >= THRESHOLD, runs
+            lambda: (np.array(vec(exact), dtype=np.int64), cnt(X.shape[0])),
+            lambda o: statistic(*o) >= THRESHOLD,
+            runs,
         )
 
     moved, base = hits(D2), hits(D)

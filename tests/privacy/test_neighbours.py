@@ -75,7 +75,11 @@ def _data(base: np.ndarray, kind: str) -> tuple[np.ndarray, bool]:
 def _compositor(data, loss, domain=None, parts: int = 2):
     kwargs = {"domain": domain} if domain is not None else {}
     return dp.Context.compositor(
-        data=data, privacy_unit=dp.unit_of(contributions=1), privacy_loss=loss, split_evenly_over=parts, **kwargs
+        data=data,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=loss,
+        split_evenly_over=parts,
+        **kwargs,
     )
 
 
@@ -161,7 +165,9 @@ def test_numpy_measurement_sums_stay_within_sensitivity(base, kind, name):
     """``box_clip >> make_private_sketch`` on NaN-free domains, fed data with NaN anyway."""
     X2, _ = _data(base, kind)
     fm = _maps()[name]
-    clip = dps.make_box_clip(dp.numpy.array2_domain(num_columns=D, T=float, nan=False), dp.symmetric_distance(), BOX)
+    clip = dps.make_box_clip(
+        dp.numpy.array2_domain(num_columns=D, T=float, nan=False), dp.symmetric_distance(), BOX
+    )
     t = clip >> dps.then_feature_sum(fm, p=1, fixed_point=True)
     meas = clip >> dps.then_private_sketch(dp.max_divergence(), fm, 1.0)
     assert isinstance(meas(base), dps.Sketch) and isinstance(meas(X2), dps.Sketch)
@@ -237,7 +243,13 @@ def _inputs(tmp_path):
         _frame(X, null).write_csv(path)
         return str(path)
 
-    return {"numpy": numpy_input, "polars": polars_input, "lazy": lazy_input, "parquet": parquet_input, "csv": csv_input}
+    return {
+        "numpy": numpy_input,
+        "polars": polars_input,
+        "lazy": lazy_input,
+        "parquet": parquet_input,
+        "csv": csv_input,
+    }
 
 
 @pytest.mark.parametrize("impute", [None, 0.25])
@@ -262,7 +274,9 @@ def test_release_dask_sketch_same_kind_of_outcome(base, kind, impute):
 
     def release(X, impute):
         with dask.config.set(scheduler="synchronous"):
-            return dps.release_dask_sketch(da.from_array(X, chunks=(15, D)), fm, BOX, epsilon=1.0, impute=impute)
+            return dps.release_dask_sketch(
+                da.from_array(X, chunks=(15, D)), fm, BOX, epsilon=1.0, impute=impute
+            )
 
     _expect(kind, impute, _one_call(release, lambda X, null: X, base, kind, impute))
 
@@ -306,8 +320,21 @@ def test_cli_same_kind_of_outcome(base, kind, tmp_path, capsys):
         path = tmp_path / f"d{i}.parquet"
         _frame(X).write_parquet(path)
         codes.append(
-            main(["release", str(path), "--schema", str(schema), "--out", str(tmp_path / f"s{i}.sketch"),
-                  "--map", "histogram", "--epsilon", "1", "--no-progress"])
+            main(
+                [
+                    "release",
+                    str(path),
+                    "--schema",
+                    str(schema),
+                    "--out",
+                    str(tmp_path / f"s{i}.sketch"),
+                    "--map",
+                    "histogram",
+                    "--epsilon",
+                    "1",
+                    "--no-progress",
+                ]
+            )
         )
     capsys.readouterr()
     assert codes[0] == 0
@@ -321,8 +348,13 @@ def test_cli_same_kind_of_outcome(base, kind, tmp_path, capsys):
 
 MIXED = dps.Schema({"x": (0.0, 1.0), "c": dps.Categorical(["a", "b"], null="category")})
 MIXED_KINDS = {
-    "null x": (None, "a"), "nan x": (math.nan, "a"), "+inf x": (math.inf, "a"), "-1e308 x": (-1e308, "a"),
-    "null c": (0.5, None), "unknown c": (0.5, "zzz"), "empty c": (0.5, ""),
+    "null x": (None, "a"),
+    "nan x": (math.nan, "a"),
+    "+inf x": (math.inf, "a"),
+    "-1e308 x": (-1e308, "a"),
+    "null c": (0.5, None),
+    "unknown c": (0.5, "zzz"),
+    "empty c": (0.5, ""),
 }
 
 

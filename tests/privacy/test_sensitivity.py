@@ -30,14 +30,22 @@ from opendp_sketch.testing import (
 
 #: id -> (map factory, public bounds, lower limit of observed/stated for p=1 and p=2, or None)
 CASES = {
-    "rff-gaussian": (lambda: dps.RFF(dim=3, num_features=64, bandwidth=0.7, seed=1), (-2.0, 2.0), (0.9, 0.999)),
+    "rff-gaussian": (
+        lambda: dps.RFF(dim=3, num_features=64, bandwidth=0.7, seed=1),
+        (-2.0, 2.0),
+        (0.9, 0.999),
+    ),
     "rff-laplacian-wide": (
         lambda: dps.RFF(dim=12, num_features=16, bandwidth=2.0, kernel="laplacian", seed=2),
         (-1.0, 1.0),
         (0.999, 0.999),  # d ≥ m': every phase can sit at an odd multiple of π/4
     ),
     "quantized-rff": (lambda: dps.QuantizedRFF(dim=3, num_features=40, seed=3), (-2.0, 2.0), (1.0, 1.0)),
-    "race-l2-k1": (lambda: dps.RACE(dim=3, rows=7, buckets=11, bucket_width=0.8, seed=4), (-2.0, 2.0), (1.0, 1.0)),
+    "race-l2-k1": (
+        lambda: dps.RACE(dim=3, rows=7, buckets=11, bucket_width=0.8, seed=4),
+        (-2.0, 2.0),
+        (1.0, 1.0),
+    ),
     "race-l2-k3": (
         lambda: dps.RACE(dim=3, rows=7, buckets=11, bucket_width=0.8, hashes_per_row=3, seed=4),
         (-2.0, 2.0),
@@ -89,7 +97,9 @@ def _base_dataset(fm: dps.FeatureMap, bounds, seed: int = 0) -> np.ndarray:
     lo, hi = resolve_bounds(fm, bounds)
     rng = np.random.default_rng(seed)
     extremes = adversarial_rows(fm, bounds, n_random=0, seed=seed + 1, n_pool=64)
-    return np.vstack([rng.uniform(lo, hi, (24, lo.size)), extremes[rng.choice(len(extremes), 6, replace=False)]])
+    return np.vstack(
+        [rng.uniform(lo, hi, (24, lo.size)), extremes[rng.choice(len(extremes), 6, replace=False)]]
+    )
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -182,7 +192,9 @@ def test_extreme_rows_respect_the_bounds(name, data):
     check_row_norms(fm, rows)  # unclipped: the integer enforcement alone must hold the bound
     check_row_norms(fm, rows, clip=(lo, hi))
     for p in (1, 2):  # the first drawn row joins a dataset holding the others and 5 tame rows
-        check_neighbour_sensitivity(fm, np.vstack([base, rows[1:]]), bounds, p, rows=rows[:1], chunk_rows=3, n_jobs=1)
+        check_neighbour_sensitivity(
+            fm, np.vstack([base, rows[1:]]), bounds, p, rows=rows[:1], chunk_rows=3, n_jobs=1
+        )
 
 
 # -- opendp_sketch._fixed -------------------------------------------------------------------------
@@ -248,7 +260,20 @@ def test_accumulator_is_exact_past_int64():
 
 
 def test_sqrt_up_and_isqrt_ceil():
-    values = [0, 1, 2, 3, 15, 16, 17, 2**52 + 1, 2**53 + 1, 10**17 + 3, (2**40 + 1) ** 2, (2**40 + 1) ** 2 - 1]
+    values = [
+        0,
+        1,
+        2,
+        3,
+        15,
+        16,
+        17,
+        2**52 + 1,
+        2**53 + 1,
+        10**17 + 3,
+        (2**40 + 1) ** 2,
+        (2**40 + 1) ** 2 - 1,
+    ]
     values += [2**120 + 12345, 3 * 4**20, 8 * 4**20]
     for v in values:
         s = sqrt_up(v)
@@ -260,7 +285,15 @@ def test_sqrt_up_and_isqrt_ceil():
 
 
 # -- make_feature_sum -------------------------------------------------------------------------------
-SUM_CASES = ["rff-gaussian", "quantized-rff", "race-l2-k3", "histogram", "moments-center", "random-quadratic", "byclass-rff"]
+SUM_CASES = [
+    "rff-gaussian",
+    "quantized-rff",
+    "race-l2-k3",
+    "histogram",
+    "moments-center",
+    "random-quadratic",
+    "byclass-rff",
+]
 
 
 @pytest.mark.parametrize("name", SUM_CASES)
@@ -271,7 +304,9 @@ def test_make_feature_sum_states_the_map_sensitivity(name, p, fixed_point):
     fm = factory()
     lo, hi = resolve_bounds(fm, bounds)
     domain = dps.box_domain((lo, hi))
-    t = dps.make_feature_sum(domain, dp.symmetric_distance(), feature_map=fm, p=p, fixed_point=fixed_point, chunk_rows=5)
+    t = dps.make_feature_sum(
+        domain, dp.symmetric_distance(), feature_map=fm, p=p, fixed_point=fixed_point, chunk_rows=5
+    )
     stated = fm.int_sensitivity(p) if fixed_point else fm.sensitivity(p)
     if fixed_point and p == 1:
         assert t.map(1) == stated and isinstance(t.map(1), int)
@@ -294,7 +329,9 @@ def test_make_feature_sum_output_is_chunk_invariant_and_clipped():
     lo, hi = resolve_bounds(fm, CASES["histogram"][1])
     X = np.random.default_rng(3).uniform(lo, hi, (40, 3))
     outs = [
-        dps.make_feature_sum(dps.box_domain((lo, hi)), dp.symmetric_distance(), feature_map=fm, chunk_rows=c)(X)
+        dps.make_feature_sum(dps.box_domain((lo, hi)), dp.symmetric_distance(), feature_map=fm, chunk_rows=c)(
+            X
+        )
         for c in (1, 7, 4096)
     ]
     assert outs[0] == outs[1] == outs[2] == [float(v) for v in check_sum_invariance(fm, X)]

@@ -20,15 +20,27 @@ from opendp_sketch.testing import adversarial_rows, check_neighbour_sensitivity,
 #: id -> (map factory, public box, lower limit of observed/stated for p=1 and p=2)
 CASES = {
     # one frequency per row: every row can reach |cos| = |sin| (π/4 rows), so both bounds are tight
-    "r1-gather": (lambda: SubsampledRFF(dim=3, num_features=64, bandwidth=0.7, seed=1, r=1), (-2.0, 2.0), (0.999, 0.999)),
-    "r4-gather": (lambda: SubsampledRFF(dim=3, num_features=64, bandwidth=0.7, seed=1, r=4), (-2.0, 2.0), (0.9, 0.999)),
+    "r1-gather": (
+        lambda: SubsampledRFF(dim=3, num_features=64, bandwidth=0.7, seed=1, r=1),
+        (-2.0, 2.0),
+        (0.999, 0.999),
+    ),
+    "r4-gather": (
+        lambda: SubsampledRFF(dim=3, num_features=64, bandwidth=0.7, seed=1, r=4),
+        (-2.0, 2.0),
+        (0.9, 0.999),
+    ),
     # d ≥ r: all r phases of a block can sit at odd multiples of π/4 at once
     "r8-grouped-laplacian": (
         lambda: SubsampledRFF(dim=12, num_features=32, bandwidth=2.0, kernel="laplacian", seed=2, r=8),
         (-1.0, 1.0),
         (0.9, 0.999),
     ),
-    "r-full": (lambda: SubsampledRFF(dim=3, num_features=16, bandwidth=0.5, seed=3), (-3.0, 3.0), (0.9, 0.999)),
+    "r-full": (
+        lambda: SubsampledRFF(dim=3, num_features=16, bandwidth=0.5, seed=3),
+        (-3.0, 3.0),
+        (0.9, 0.999),
+    ),
 }
 
 
@@ -68,11 +80,13 @@ def test_neighbours_move_the_exact_sum_by_at_most_the_stated_sensitivity(case, p
     make, (lo, hi), tight = CASES[case]
     fm = make()
     rng = np.random.default_rng(17)
-    rows = np.vstack([
-        adversarial_rows(fm, (lo, hi), seed=17, max_corners=64),
-        _pi_rows(fm, lo, hi),
-        _pi4_rows_for_each_block(fm, lo, hi, rng),
-    ])
+    rows = np.vstack(
+        [
+            adversarial_rows(fm, (lo, hi), seed=17, max_corners=64),
+            _pi_rows(fm, lo, hi),
+            _pi4_rows_for_each_block(fm, lo, hi, rng),
+        ]
+    )
     X = np.vstack([rng.uniform(lo, hi, (60, fm.dim)), rows[:20]])
     # chunk_rows=16 puts the added row into chunks of different composition
     observed, stated = check_neighbour_sensitivity(fm, X, (lo, hi), p, rows=rows, chunk_rows=16)
@@ -119,7 +133,9 @@ def test_int64_headroom_of_large_chunks():
 def test_feature_sum_transformation_states_the_map_sensitivity():
     fm = CASES["r4-gather"][0]()
     for p in (1, 2):
-        t = dps.make_feature_sum(dps.box_domain((-2.0, 2.0), num_columns=3), dp.symmetric_distance(), feature_map=fm, p=p)
+        t = dps.make_feature_sum(
+            dps.box_domain((-2.0, 2.0), num_columns=3), dp.symmetric_distance(), feature_map=fm, p=p
+        )
         assert t.map(1) >= fm.sensitivity(p) and t.map(1) <= math.nextafter(fm.sensitivity(p), math.inf)
 
 

@@ -65,22 +65,65 @@ def attempt(fn: Any) -> tuple[str, Any]:
 # -- strategies ------------------------------------------------------------------------------------
 
 EXTREME_FLOATS = st.sampled_from(
-    [0.0, -0.0, 1.0, -1.0, 0.5, 1e308, -1e308, np.finfo(float).max, -np.finfo(float).max, 5e-324, -5e-324,
-     2.2250738585072014e-308, 1e-300, np.inf, -np.inf, np.nan, SECRET]
+    [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        1e308,
+        -1e308,
+        np.finfo(float).max,
+        -np.finfo(float).max,
+        5e-324,
+        -5e-324,
+        2.2250738585072014e-308,
+        1e-300,
+        np.inf,
+        -np.inf,
+        np.nan,
+        SECRET,
+    ]
 )
 FLOATS = st.one_of(EXTREME_FLOATS, st.floats(allow_nan=True, allow_infinity=True, width=64))
 WEIRD = st.sampled_from(
-    [None, "1", "x", b"1", True, False, [], [1.0], [[1.0]], {"a": 1}, 1j, math.nan, math.inf, -math.inf, 1e308,
-     -1e308, 5e-324, -5e-324, 0, -1, 0.0, -0.0, 2**70, np.float32(1.5), np.int64(3), np.array([1.0, 2.0])]
+    [
+        None,
+        "1",
+        "x",
+        b"1",
+        True,
+        False,
+        [],
+        [1.0],
+        [[1.0]],
+        {"a": 1},
+        1j,
+        math.nan,
+        math.inf,
+        -math.inf,
+        1e308,
+        -1e308,
+        5e-324,
+        -5e-324,
+        0,
+        -1,
+        0.0,
+        -0.0,
+        2**70,
+        np.float32(1.5),
+        np.int64(3),
+        np.array([1.0, 2.0]),
+    ]
 )
 
 
 def _box(dim: int) -> st.SearchStrategy:
     lo = st.floats(-1e3, 1e3)
     width = st.floats(1e-3, 1e3)
-    return st.tuples(st.lists(lo, min_size=dim, max_size=dim), st.lists(width, min_size=dim, max_size=dim)).map(
-        lambda t: (t[0], [a + w for a, w in zip(*t)])
-    )
+    return st.tuples(
+        st.lists(lo, min_size=dim, max_size=dim), st.lists(width, min_size=dim, max_size=dim)
+    ).map(lambda t: (t[0], [a + w for a, w in zip(*t)]))
 
 
 SEEDS = st.integers(0, 2**32)
@@ -90,33 +133,71 @@ BANDWIDTH = st.floats(1e-2, 1e2)
 @st.composite
 def map_params(draw: Any, weird: bool) -> tuple[type, dict[str, Any]]:
     """A feature-map class and constructor arguments (with ``weird``: often one of them wrong)."""
-    kind = draw(st.sampled_from(["RFF", "QuantizedRFF", "RACE", "Histogram", "DyadicTrees", "Moments",
-                                 "RandomQuadratic", "ByClass"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "RFF",
+                "QuantizedRFF",
+                "RACE",
+                "Histogram",
+                "DyadicTrees",
+                "Moments",
+                "RandomQuadratic",
+                "ByClass",
+            ]
+        )
+    )
     dim = draw(st.integers(1, 3))
     if kind == "RFF":
-        params = {"dim": st.just(dim), "num_features": st.sampled_from([2, 4, 8]), "bandwidth": BANDWIDTH,
-                  "kernel": st.sampled_from(["gaussian", "laplacian"]), "seed": SEEDS}
+        params = {
+            "dim": st.just(dim),
+            "num_features": st.sampled_from([2, 4, 8]),
+            "bandwidth": BANDWIDTH,
+            "kernel": st.sampled_from(["gaussian", "laplacian"]),
+            "seed": SEEDS,
+        }
     elif kind == "QuantizedRFF":
-        params = {"dim": st.just(dim), "num_features": st.integers(1, 8), "bandwidth": BANDWIDTH,
-                  "kernel": st.sampled_from(["gaussian", "laplacian"]), "seed": SEEDS}
+        params = {
+            "dim": st.just(dim),
+            "num_features": st.integers(1, 8),
+            "bandwidth": BANDWIDTH,
+            "kernel": st.sampled_from(["gaussian", "laplacian"]),
+            "seed": SEEDS,
+        }
     elif kind == "RACE":
-        params = {"dim": st.just(dim), "rows": st.integers(1, 4), "buckets": st.integers(1, 12),
-                  "family": st.sampled_from(["l2", "srp"]), "bucket_width": BANDWIDTH,
-                  "hashes_per_row": (st.one_of(st.none(), st.integers(1, 8))), "seed": SEEDS}
+        params = {
+            "dim": st.just(dim),
+            "rows": st.integers(1, 4),
+            "buckets": st.integers(1, 12),
+            "family": st.sampled_from(["l2", "srp"]),
+            "bucket_width": BANDWIDTH,
+            "hashes_per_row": (st.one_of(st.none(), st.integers(1, 8))),
+            "seed": SEEDS,
+        }
     elif kind == "Histogram":
         params = {"bounds": _box(dim), "bins": st.integers(1, 6)}
     elif kind == "DyadicTrees":
         params = {"bounds": _box(dim), "levels": st.integers(1, 6)}
     elif kind == "Moments":
-        params = {"dim": st.just(dim), "radius": st.floats(2**-10, 2**10),
-                  "center": (st.one_of(st.none(), st.lists(st.floats(-10, 10), min_size=dim, max_size=dim))),
-                  "squared_norm": st.booleans()}
+        params = {
+            "dim": st.just(dim),
+            "radius": st.floats(2**-10, 2**10),
+            "center": (st.one_of(st.none(), st.lists(st.floats(-10, 10), min_size=dim, max_size=dim))),
+            "squared_norm": st.booleans(),
+        }
     elif kind == "RandomQuadratic":
-        params = {"dim": st.just(dim), "num_features": st.integers(1, 8), "radius": st.floats(0.1, 10),
-                  "seed": SEEDS}
+        params = {
+            "dim": st.just(dim),
+            "num_features": st.integers(1, 8),
+            "radius": st.floats(0.1, 10),
+            "seed": SEEDS,
+        }
     else:
-        inner = dps.Histogram(bounds=(0.0, 1.0), bins=3, dim=dim) if draw(st.booleans()) else dps.RFF(
-            dim=dim, num_features=4, seed=draw(SEEDS))
+        inner = (
+            dps.Histogram(bounds=(0.0, 1.0), bins=3, dim=dim)
+            if draw(st.booleans())
+            else dps.RFF(dim=dim, num_features=4, seed=draw(SEEDS))
+        )
         params = {"feature_map": st.just(inner), "num_classes": st.integers(1, 4)}
     drawn = {k: draw(v) for k, v in params.items()}
     if weird and draw(st.booleans()):
@@ -132,7 +213,10 @@ def _small(fm: dps.FeatureMap) -> bool:
 
 
 @examples(120)
-@given(spec=map_params(weird=True), rows=st.lists(st.lists(FLOATS, min_size=4, max_size=4), min_size=1, max_size=6))
+@given(
+    spec=map_params(weird=True),
+    rows=st.lists(st.lists(FLOATS, min_size=4, max_size=4), min_size=1, max_size=6),
+)
 def test_feature_map_constructors_and_extreme_rows(spec, rows, case_log):
     """Any constructor arguments give a map or a ValueError; a map's summed integers stay within
     its stated bound on any float row (NaN, ±inf, ±1e308, subnormals), and it survives a JSON round
@@ -153,8 +237,12 @@ def test_feature_map_constructors_and_extreme_rows(spec, rows, case_log):
 
 
 @examples(40)
-@given(spec=map_params(weird=False), base=st.lists(st.lists(st.floats(-2, 2), min_size=4, max_size=4), max_size=5),
-       extra=st.lists(st.lists(FLOATS, min_size=4, max_size=4), min_size=1, max_size=4), p=st.sampled_from([1, 2]))
+@given(
+    spec=map_params(weird=False),
+    base=st.lists(st.lists(st.floats(-2, 2), min_size=4, max_size=4), max_size=5),
+    extra=st.lists(st.lists(FLOATS, min_size=4, max_size=4), min_size=1, max_size=4),
+    p=st.sampled_from([1, 2]),
+)
 def test_neighbour_sums_respect_sensitivity(spec, base, extra, p, case_log):
     """Adding an extreme row to (or removing a row from) a dataset moves the exact integer sum by at
     most ``int_sensitivity(p)``, after the public box clip a release applies."""
@@ -169,10 +257,15 @@ def test_neighbour_sums_respect_sensitivity(spec, base, extra, p, case_log):
 
 
 @examples(60)
-@given(shape=st.one_of(st.tuples(st.integers(1, 3), st.just(2)), st.tuples(st.integers(0, 3)),
-                       st.tuples(st.integers(0, 3), st.integers(0, 4)),
-                       st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(1, 2))),
-       dtype=st.sampled_from(["f8", "f4", "i8", "u1", "?", "c16", "U3", "O", "M8[D]"]))
+@given(
+    shape=st.one_of(
+        st.tuples(st.integers(1, 3), st.just(2)),
+        st.tuples(st.integers(0, 3)),
+        st.tuples(st.integers(0, 3), st.integers(0, 4)),
+        st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(1, 2)),
+    ),
+    dtype=st.sampled_from(["f8", "f4", "i8", "u1", "?", "c16", "U3", "O", "M8[D]"]),
+)
 def test_feature_map_bad_shapes_and_dtypes(shape, dtype, case_log):
     """``fixed_features``/``fixed_sum``/``transform`` take ``(n, input_dim)`` numbers or raise ValueError."""
     fm = dps.Histogram(bounds=(0.0, 1.0), bins=3, dim=2)
@@ -232,22 +325,36 @@ HIST = dps.Histogram(bounds=(0.0, 1.0), bins=3, dim=2)
 
 def _valid_numpy(X: Any) -> bool:
     return (
-        isinstance(X, np.ndarray) and X.dtype.kind in "biuf" and X.ndim == 2 and X.shape[1] == 2
-        and X.shape[0] >= 1 and bool(np.isfinite(X.astype(np.float64)).all())
+        isinstance(X, np.ndarray)
+        and X.dtype.kind in "biuf"
+        and X.ndim == 2
+        and X.shape[1] == 2
+        and X.shape[0] >= 1
+        and bool(np.isfinite(X.astype(np.float64)).all())
     )
 
 
 @st.composite
 def arrays_of_any_kind(draw: Any) -> Any:
     dtype = draw(st.sampled_from(["f8", "f8", "f8", "f4", "i8", "u8", "i1", "?", "c16", "U4", "O"]))
-    shape = draw(st.one_of(st.tuples(st.integers(1, 4), st.just(2)), st.tuples(st.integers(0, 4)),
-                           st.tuples(st.integers(0, 4), st.integers(0, 3)),
-                           st.tuples(st.integers(1, 2), st.integers(1, 2), st.integers(1, 2))))
+    shape = draw(
+        st.one_of(
+            st.tuples(st.integers(1, 4), st.just(2)),
+            st.tuples(st.integers(0, 4)),
+            st.tuples(st.integers(0, 4), st.integers(0, 3)),
+            st.tuples(st.integers(1, 2), st.integers(1, 2), st.integers(1, 2)),
+        )
+    )
     if dtype in ("f8", "f4"):
         # half the arrays finite (extreme magnitudes included), half with NaN/±inf among them
         finite = draw(st.booleans())
-        elements = (st.floats(allow_nan=False, allow_infinity=False, width=64 if dtype == "f8" else 32) if finite
-                    else FLOATS if dtype == "f8" else st.floats(width=32))
+        elements = (
+            st.floats(allow_nan=False, allow_infinity=False, width=64 if dtype == "f8" else 32)
+            if finite
+            else FLOATS
+            if dtype == "f8"
+            else st.floats(width=32)
+        )
         X = draw(hnp.arrays(dtype, shape, elements=elements))
     elif dtype == "O":
         X = np.empty(shape, dtype=object)
@@ -266,7 +373,9 @@ def test_release_sketch_numpy_input(X, impute, case_log, invocations):
     columns, at least one row, finite — NaN allowed with ``impute``); otherwise a ValueError before
     any measurement is invoked."""
     with invocations() as calls, np.errstate(all="ignore"):
-        outcome, sk = attempt(lambda: dps.release_sketch(X, HIST, bounds=(0.0, 1.0), epsilon=1.0, impute=impute))
+        outcome, sk = attempt(
+            lambda: dps.release_sketch(X, HIST, bounds=(0.0, 1.0), epsilon=1.0, impute=impute)
+        )
     case_log("release_sketch numpy data", outcome, outcome == "ok")
     if impute is not None and isinstance(X, np.ndarray) and X.dtype.kind == "f":
         valid = _valid_numpy(np.where(np.isnan(X), 0.5, X))
@@ -285,7 +394,9 @@ def _frame_columns(draw: Any, n: int) -> dict[str, Any]:
         kind = draw(st.sampled_from(["f64", "f32", "i64", "u64", "bool", "str", "null", "list"]))
         if kind in ("f64", "f32"):
             vals = draw(st.lists(st.one_of(FLOATS, st.none()), min_size=n, max_size=n))
-            cols[name] = pl.Series(name, vals, dtype=pl.Float64 if kind == "f64" else pl.Float32, strict=False)
+            cols[name] = pl.Series(
+                name, vals, dtype=pl.Float64 if kind == "f64" else pl.Float32, strict=False
+            )
         elif kind in ("i64", "u64"):
             lo = 0 if kind == "u64" else -(2**63)
             vals = draw(st.lists(st.integers(lo, 2**63 - 1), min_size=n, max_size=n))
@@ -306,10 +417,13 @@ def frames(draw: Any) -> tuple[Any, Any]:
     n = draw(st.integers(0, 4))
     if draw(st.booleans()):  # half the frames valid but extreme: finite values of any magnitude
         col = st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=n, max_size=n)
-        return pl.DataFrame({"a": draw(col), "b": draw(col)}), draw(st.sampled_from([None, ["a", "b"], ["b", "a"]]))
+        return pl.DataFrame({"a": draw(col), "b": draw(col)}), draw(
+            st.sampled_from([None, ["a", "b"], ["b", "a"]])
+        )
     df = pl.DataFrame(_frame_columns(draw, n))
-    names = draw(st.one_of(st.none(), st.lists(st.sampled_from(["a", "b", "c", "zz"]), min_size=1, max_size=3),
-                           WEIRD))
+    names = draw(
+        st.one_of(st.none(), st.lists(st.sampled_from(["a", "b", "c", "zz"]), min_size=1, max_size=3), WEIRD)
+    )
     return (df.lazy() if draw(st.booleans()) else df), names
 
 
@@ -321,7 +435,9 @@ def test_release_sketch_polars_input(frame, impute, case_log, invocations):
     data, names = frame
     with invocations() as calls, np.errstate(all="ignore"):
         outcome, sk = attempt(
-            lambda: dps.release_sketch(data, HIST, bounds=(0.0, 1.0), epsilon=1.0, impute=impute, column_names=names)
+            lambda: dps.release_sketch(
+                data, HIST, bounds=(0.0, 1.0), epsilon=1.0, impute=impute, column_names=names
+            )
         )
     case_log("release_sketch Polars data", outcome, outcome == "ok")
     assert calls.count == (1 if outcome == "ok" else 0)
@@ -343,8 +459,11 @@ PARAMS = {
 
 
 @examples(60)
-@given(changes=st.dictionaries(st.sampled_from(sorted(PARAMS)), st.none(), min_size=1, max_size=3), data=st.data(),
-       source=st.sampled_from(["numpy", "polars", "lazy"]))
+@given(
+    changes=st.dictionaries(st.sampled_from(sorted(PARAMS)), st.none(), min_size=1, max_size=3),
+    data=st.data(),
+    source=st.sampled_from(["numpy", "polars", "lazy"]),
+)
 def test_release_sketch_bad_parameters(changes, data, source, case_log, invocations):
     """Wrong types and ranges of every parameter (budget, bounds, impute, names, chunking, map):
     a sketch within the asked budget, or a ValueError before any measurement is invoked."""
@@ -367,22 +486,34 @@ def test_release_sketch_bad_parameters(changes, data, source, case_log, invocati
 
 
 @examples(60)
-@given(scale=st.one_of(st.floats(0, 1e6), st.floats(0, 1e6), WEIRD),
-       count_fraction=st.one_of(st.floats(0.001, 0.999), st.floats(0.001, 0.999), WEIRD),
-       measure=st.sampled_from(["laplace", "gaussian", "laplace", "gaussian", "approx", "wrong"]),
-       domain=st.sampled_from(["box2", "box2", "box2", "box3", "numpy", "frame"]),
-       metric=st.sampled_from(["sym", "sym", "sym", "l1"]))
+@given(
+    scale=st.one_of(st.floats(0, 1e6), st.floats(0, 1e6), WEIRD),
+    count_fraction=st.one_of(st.floats(0.001, 0.999), st.floats(0.001, 0.999), WEIRD),
+    measure=st.sampled_from(["laplace", "gaussian", "laplace", "gaussian", "approx", "wrong"]),
+    domain=st.sampled_from(["box2", "box2", "box2", "box3", "numpy", "frame"]),
+    metric=st.sampled_from(["sym", "sym", "sym", "l1"]),
+)
 def test_make_private_sketch_construction(scale, count_fraction, measure, domain, metric, case_log):
     """make_private_sketch validates every argument at construction: a measurement whose loss at
     ``d_in=1`` is a finite non-negative number (or ``inf`` at ``scale=0``), or a ValueError."""
-    output = {"laplace": dp.max_divergence(), "gaussian": dp.zero_concentrated_divergence(),
-              "approx": dp.approximate(dp.max_divergence()), "wrong": dp.renyi_divergence()}[measure]
-    in_domain = {"box2": dps.box_domain((0.0, 1.0), num_columns=2), "box3": dps.box_domain((0.0, 1.0), num_columns=3),
-                 "numpy": dp.numpy.array2_domain(num_columns=2, T=float),
-                 "frame": dps.frame_box_domain((0.0, 1.0), ["x", "y"])}[domain]
+    output = {
+        "laplace": dp.max_divergence(),
+        "gaussian": dp.zero_concentrated_divergence(),
+        "approx": dp.approximate(dp.max_divergence()),
+        "wrong": dp.renyi_divergence(),
+    }[measure]
+    in_domain = {
+        "box2": dps.box_domain((0.0, 1.0), num_columns=2),
+        "box3": dps.box_domain((0.0, 1.0), num_columns=3),
+        "numpy": dp.numpy.array2_domain(num_columns=2, T=float),
+        "frame": dps.frame_box_domain((0.0, 1.0), ["x", "y"]),
+    }[domain]
     in_metric = dp.symmetric_distance() if metric == "sym" else dp.l1_distance(T=float)
-    outcome, m = attempt(lambda: dps.make_private_sketch(in_domain, in_metric, output, HIST, scale=scale,
-                                                         count_fraction=count_fraction))
+    outcome, m = attempt(
+        lambda: dps.make_private_sketch(
+            in_domain, in_metric, output, HIST, scale=scale, count_fraction=count_fraction
+        )
+    )
     case_log("make_private_sketch construction", outcome, False)
     if outcome == "ok":
         loss = m.map(1)
@@ -390,9 +521,12 @@ def test_make_private_sketch_construction(scale, count_fraction, measure, domain
 
 
 @examples(40)
-@given(base=hnp.arrays("f8", st.tuples(st.integers(0, 4), st.just(2)), elements=FLOATS),
-       row=st.lists(FLOATS, min_size=2, max_size=2),
-       spec=map_params(weird=False).filter(lambda s: s[0] is not dps.ByClass), p=st.sampled_from([1, 2]))
+@given(
+    base=hnp.arrays("f8", st.tuples(st.integers(0, 4), st.just(2)), elements=FLOATS),
+    row=st.lists(FLOATS, min_size=2, max_size=2),
+    spec=map_params(weird=False).filter(lambda s: s[0] is not dps.ByClass),
+    p=st.sampled_from([1, 2]),
+)
 def test_exact_release_of_extreme_neighbours(base, row, spec, p, case_log):
     """The whole chain ``make_box_clip >> then_private_sketch(scale=0)`` (the release measurement
     without noise) on ``D`` and ``D + {x}`` with extreme values: the released integer sums differ by
@@ -409,8 +543,9 @@ def test_exact_release_of_extreme_neighbours(base, row, spec, p, case_log):
     row = np.nan_to_num(np.array([row]), nan=0.0, posinf=np.inf, neginf=-np.inf)
     lo, hi = (-2.0, 3.0)
     measure = dp.max_divergence() if p == 1 else dp.zero_concentrated_divergence()
-    chain = dps.make_box_clip(dp.numpy.array2_domain(num_columns=2, T=float, nan=False), dp.symmetric_distance(),
-                              (lo, hi)) >> dps.then_private_sketch(measure, fm, 0.0)
+    chain = dps.make_box_clip(
+        dp.numpy.array2_domain(num_columns=2, T=float, nan=False), dp.symmetric_distance(), (lo, hi)
+    ) >> dps.then_private_sketch(measure, fm, 0.0)
     with np.errstate(all="ignore"):
         a, b = chain(base), chain(np.vstack([base, row]))
     diff = [int(u) - int(v) for u, v in zip(b.sum_units, a.sum_units)]
@@ -424,8 +559,11 @@ def test_exact_release_of_extreme_neighbours(base, row, spec, p, case_log):
 
 
 @examples(12)
-@given(bad=st.sampled_from(["nan", "inf", "ok", "wrong map", "bad bounds", "too much"]),
-       value=EXTREME_FLOATS, measure=st.sampled_from(["laplace", "gaussian"]))
+@given(
+    bad=st.sampled_from(["nan", "inf", "ok", "wrong map", "bad bounds", "too much"]),
+    value=EXTREME_FLOATS,
+    measure=st.sampled_from(["laplace", "gaussian"]),
+)
 def test_context_refusals_spend_nothing(bad, value, measure, case_log):
     """In a ``dp.Context`` with a privacy filter (odometer), a refused ``private_sketch`` query
     leaves the spent budget unchanged and an accepted one spends exactly its share. Extreme finite
@@ -439,7 +577,8 @@ def test_context_refusals_spend_nothing(bad, value, measure, case_log):
         X[3, 1] = np.nan if bad == "nan" else np.inf
     gaussian = measure == "gaussian"
     ctx = dp.Context.compositor(
-        data=X, privacy_unit=dp.unit_of(contributions=1),
+        data=X,
+        privacy_unit=dp.unit_of(contributions=1),
         privacy_loss=dp.loss_of(rho=0.5) if gaussian else dp.loss_of(epsilon=1.0),
         domain=dp.numpy.array2_domain(num_columns=2, T=float, nan=False),
     )
@@ -472,22 +611,33 @@ def test_context_refusals_spend_nothing(bad, value, measure, case_log):
 @pytest.fixture(scope="module")
 def saved_sketch(tmp_path_factory):
     X = np.random.default_rng(2).uniform(0.0, 1.0, (100, 2))
-    sk = dps.release_sketch(X, dps.RFF(dim=2, num_features=6, seed=1), bounds=(0.0, 1.0), epsilon=1.0,
-                            column_names=["u", "v"])
+    sk = dps.release_sketch(
+        X, dps.RFF(dim=2, num_features=6, seed=1), bounds=(0.0, 1.0), epsilon=1.0, column_names=["u", "v"]
+    )
     path = tmp_path_factory.mktemp("sketch") / "s.npz"
     sk.save(path)
     return sk, path.read_bytes()
 
 
 def _same(a: dps.Sketch, b: dps.Sketch) -> bool:
-    return (a.feature_map == b.feature_map and np.array_equal(a.sum_units, b.sum_units) and a.count == b.count
-            and a.noise == b.noise and a.privacy == b.privacy and a.bounds == b.bounds
-            and a.column_names == b.column_names)
+    return (
+        a.feature_map == b.feature_map
+        and np.array_equal(a.sum_units, b.sum_units)
+        and a.count == b.count
+        and a.noise == b.noise
+        and a.privacy == b.privacy
+        and a.bounds == b.bounds
+        and a.column_names == b.column_names
+    )
 
 
 @examples(80)
-@given(how=st.sampled_from(["truncate", "flip", "overwrite", "append"]), where=st.floats(0, 1),
-       bit=st.integers(0, 7), junk=st.binary(min_size=1, max_size=16))
+@given(
+    how=st.sampled_from(["truncate", "flip", "overwrite", "append"]),
+    where=st.floats(0, 1),
+    bit=st.integers(0, 7),
+    junk=st.binary(min_size=1, max_size=16),
+)
 def test_corrupted_sketch_files(saved_sketch, tmp_path_factory, how, where, bit, junk, case_log):
     """Truncated, bit-flipped, overwritten or extended files: SketchFormatError, or — when the
     damage misses everything the checksum covers — exactly the saved sketch."""
@@ -512,13 +662,28 @@ def test_corrupted_sketch_files(saved_sketch, tmp_path_factory, how, where, bit,
         assert _same(back, sk)
 
 
-HEADER_FIELDS = ["format", "version", "feature_map", "count", "noise", "privacy", "bounds", "column_names",
-                 "feature_map.params", "feature_map.kind", "feature_map.fingerprint", "sum_units"]
+HEADER_FIELDS = [
+    "format",
+    "version",
+    "feature_map",
+    "count",
+    "noise",
+    "privacy",
+    "bounds",
+    "column_names",
+    "feature_map.params",
+    "feature_map.kind",
+    "feature_map.fingerprint",
+    "sum_units",
+]
 
 
 @examples(80)
-@given(field=st.sampled_from(HEADER_FIELDS), value=st.one_of(WEIRD, st.integers(-(2**70), 2**70)),
-       recompute=st.booleans())
+@given(
+    field=st.sampled_from(HEADER_FIELDS),
+    value=st.one_of(WEIRD, st.integers(-(2**70), 2**70)),
+    recompute=st.booleans(),
+)
 def test_tampered_sketch_headers(saved_sketch, tmp_path_factory, field, value, recompute, case_log):
     """Header fields (or the sum array) replaced by values of the wrong type, range or version, with
     the checksum left stale or recomputed: SketchFormatError, or a valid Sketch."""
@@ -528,7 +693,9 @@ def test_tampered_sketch_headers(saved_sketch, tmp_path_factory, field, value, r
     sum_units = sk.sum_units
     as_json = json.loads(json.dumps(value, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
     if field == "sum_units":
-        sum_units = np.asarray(value if isinstance(value, (list, int)) and not isinstance(value, bool) else [1.5])
+        sum_units = np.asarray(
+            value if isinstance(value, (list, int)) and not isinstance(value, bool) else [1.5]
+        )
         if sum_units.dtype == object:
             sum_units = sum_units.astype(str)
     elif "." in field:
@@ -577,22 +744,63 @@ def cli_dir(tmp_path_factory):
 SCHEMAS = st.one_of(
     st.just('{"columns": {"a": [0, 1], "b": [0, 1]}}'),
     st.just('{"columns": {"a": [0, 1], "b": [0, 1]}}'),
-    st.builds(lambda lo, hi: json.dumps({"columns": {"a": [lo, hi], "b": [0, 1]}}),
-              st.one_of(st.floats(allow_nan=False), WEIRD.map(lambda v: v if isinstance(v, (int, float, str)) else 0)),
-              st.one_of(st.floats(allow_nan=False), st.just(1))),
-    st.sampled_from(['{"columns": {"a": [NaN, 1]}}', '{"columns": {"a": [0, 1e400]}}', '{"columns": {}}', "[1, 2]",
-                     '{"columns": {"a": [0, 1], "zz": [0, 1]}}', '{"columns": {"s": [0, 1]}}', '{"columns": {"a": [',
-                     '{"columns": {"a": [[0], [1]]}}', '{"columns": {"a": [1, 0]}}', '{"columns": {"": [0, 1]}}',
-                     "\udcff"]),
+    st.builds(
+        lambda lo, hi: json.dumps({"columns": {"a": [lo, hi], "b": [0, 1]}}),
+        st.one_of(
+            st.floats(allow_nan=False), WEIRD.map(lambda v: v if isinstance(v, (int, float, str)) else 0)
+        ),
+        st.one_of(st.floats(allow_nan=False), st.just(1)),
+    ),
+    st.sampled_from(
+        [
+            '{"columns": {"a": [NaN, 1]}}',
+            '{"columns": {"a": [0, 1e400]}}',
+            '{"columns": {}}',
+            "[1, 2]",
+            '{"columns": {"a": [0, 1], "zz": [0, 1]}}',
+            '{"columns": {"s": [0, 1]}}',
+            '{"columns": {"a": [',
+            '{"columns": {"a": [[0], [1]]}}',
+            '{"columns": {"a": [1, 0]}}',
+            '{"columns": {"": [0, 1]}}',
+            "\udcff",
+        ]
+    ),
 )
-OPTIONS = st.lists(st.sampled_from([
-    ["--epsilon", "1"], ["--epsilon", "nan"], ["--epsilon", "-1"], ["--epsilon", "1e-320"], ["--epsilon", "x"],
-    ["--rho", "1e-320"], ["--rho", "0.5"], ["--delta", "1e-6"], ["--delta", "2"], ["--features", "3"],
-    ["--features", "0"], ["--bandwidth", "0"], ["--bins", "-2"], ["--levels", "40"], ["--radius", "1e9"],
-    ["--rows", "0"], ["--buckets", "1"], ["--seed", "-1"], ["--impute", "nan"], ["--impute", "0.5"],
-    ["--map", "rff"], ["--map", "race"], ["--map", "histogram"], ["--map", "dyadic"], ["--map", "moments"],
-    ["--map", "nope"], ["--unknown"],
-]), max_size=2)
+OPTIONS = st.lists(
+    st.sampled_from(
+        [
+            ["--epsilon", "1"],
+            ["--epsilon", "nan"],
+            ["--epsilon", "-1"],
+            ["--epsilon", "1e-320"],
+            ["--epsilon", "x"],
+            ["--rho", "1e-320"],
+            ["--rho", "0.5"],
+            ["--delta", "1e-6"],
+            ["--delta", "2"],
+            ["--features", "3"],
+            ["--features", "0"],
+            ["--bandwidth", "0"],
+            ["--bins", "-2"],
+            ["--levels", "40"],
+            ["--radius", "1e9"],
+            ["--rows", "0"],
+            ["--buckets", "1"],
+            ["--seed", "-1"],
+            ["--impute", "nan"],
+            ["--impute", "0.5"],
+            ["--map", "rff"],
+            ["--map", "race"],
+            ["--map", "histogram"],
+            ["--map", "dyadic"],
+            ["--map", "moments"],
+            ["--map", "nope"],
+            ["--unknown"],
+        ]
+    ),
+    max_size=2,
+)
 
 
 def run_cli(argv: list[str]) -> tuple[int, str]:
@@ -606,9 +814,29 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
 
 
 @examples(60)
-@given(data=st.sampled_from(["ok.csv", "ok.parquet", "ok.csv", "ok.parquet", "trunc.parquet", "empty.csv", "header.csv", "ragged.csv",
-                             "text.csv", "nan.csv", "inf.csv", "huge.csv", "garbage.csv", "x.txt", "missing.csv"]),
-       schema=SCHEMAS, options=OPTIONS)
+@given(
+    data=st.sampled_from(
+        [
+            "ok.csv",
+            "ok.parquet",
+            "ok.csv",
+            "ok.parquet",
+            "trunc.parquet",
+            "empty.csv",
+            "header.csv",
+            "ragged.csv",
+            "text.csv",
+            "nan.csv",
+            "inf.csv",
+            "huge.csv",
+            "garbage.csv",
+            "x.txt",
+            "missing.csv",
+        ]
+    ),
+    schema=SCHEMAS,
+    options=OPTIONS,
+)
 def test_cli_release_on_bad_input(cli_dir, data, schema, options, case_log):
     """``opendp-sketch release`` on bad files, schemas and options exits 0 having written a
     loadable sketch, or exits 2 with a message and without writing anything."""
@@ -631,20 +859,46 @@ def test_cli_release_on_bad_input(cli_dir, data, schema, options, case_log):
 
 
 @examples(30)
-@given(query=st.lists(st.sampled_from([
-    ["--mean"], ["--cdf", "a=0.5"], ["--cdf", "zz=1"], ["--cdf", "a=x"], ["--quantile", "a=0.5"],
-    ["--quantile", "a=7"], ["--count", "a > 0.5"], ["--count", "zz > 1"], ["--count", "a >"], ["--kde", "0.5,0.5"],
-    ["--kde", "1"], ["--kde", "x"], ["--format", "json"], ["--format", "csv"], ["--n-samples", "0"],
-    ["--n-samples", "-5"], ["--n-samples", "500"]]), max_size=3),
-       file=st.sampled_from(["good", "garbage", "missing", "directory"]))
+@given(
+    query=st.lists(
+        st.sampled_from(
+            [
+                ["--mean"],
+                ["--cdf", "a=0.5"],
+                ["--cdf", "zz=1"],
+                ["--cdf", "a=x"],
+                ["--quantile", "a=0.5"],
+                ["--quantile", "a=7"],
+                ["--count", "a > 0.5"],
+                ["--count", "zz > 1"],
+                ["--count", "a >"],
+                ["--kde", "0.5,0.5"],
+                ["--kde", "1"],
+                ["--kde", "x"],
+                ["--format", "json"],
+                ["--format", "csv"],
+                ["--n-samples", "0"],
+                ["--n-samples", "-5"],
+                ["--n-samples", "500"],
+            ]
+        ),
+        max_size=3,
+    ),
+    file=st.sampled_from(["good", "garbage", "missing", "directory"]),
+)
 def test_cli_query_on_bad_input(cli_dir, query, file, case_log):
     """``opendp-sketch query``/``inspect`` on bad files and options: exit 0 or 2, never a crash."""
-    path = {"good": cli_dir / "good.sketch", "garbage": cli_dir / "garbage.csv", "missing": cli_dir / "none.sketch",
-            "directory": cli_dir}[file]
+    path = {
+        "good": cli_dir / "good.sketch",
+        "garbage": cli_dir / "garbage.csv",
+        "missing": cli_dir / "none.sketch",
+        "directory": cli_dir,
+    }[file]
     if file == "good" and not path.exists():
         X = np.random.default_rng(4).uniform(0, 1, (50, 2))
-        dps.release_sketch(X, dps.RFF(dim=2, num_features=8, seed=2), bounds=(0.0, 1.0), epsilon=1.0,
-                           column_names=["a", "b"]).save(path)
+        dps.release_sketch(
+            X, dps.RFF(dim=2, num_features=8, seed=2), bounds=(0.0, 1.0), epsilon=1.0, column_names=["a", "b"]
+        ).save(path)
     argv = ["query", str(path), *[a for q in query for a in q]]
     if not any(a.startswith("--n-samples") for a in argv):
         argv += ["--n-samples", "500"]
@@ -658,8 +912,20 @@ def test_cli_query_on_bad_input(cli_dir, query, file, case_log):
 
 @pytest.mark.parametrize("target", ["missing_dir/out.sketch", "."])
 def test_cli_unwritable_out_is_refused_before_release(cli_dir, target):
-    code, _ = run_cli(["release", str(cli_dir / "ok.csv"), "--schema", str(cli_dir / "ok.json"), "--out",
-                       str(cli_dir / target), "--map", "histogram", "--epsilon", "1"])
+    code, _ = run_cli(
+        [
+            "release",
+            str(cli_dir / "ok.csv"),
+            "--schema",
+            str(cli_dir / "ok.json"),
+            "--out",
+            str(cli_dir / target),
+            "--map",
+            "histogram",
+            "--epsilon",
+            "1",
+        ]
+    )
     assert code == 2
 
 
@@ -679,7 +945,21 @@ def test_everything_with_five_times_the_examples(tmp_path):
 
     env = {**os.environ, "HARDENING_SCALE": "5"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", str(Path(__file__))],
-        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=3600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "not slow",
+            str(Path(__file__)),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]

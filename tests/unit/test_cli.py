@@ -55,7 +55,9 @@ def table(tmp_path):
     rng = np.random.default_rng(1)
     import polars as pl
 
-    df = pl.DataFrame({"age": rng.uniform(18, 90, 5000), "income": rng.uniform(0, 2e5, 5000), "city": ["x"] * 5000})
+    df = pl.DataFrame(
+        {"age": rng.uniform(18, 90, 5000), "income": rng.uniform(0, 2e5, 5000), "city": ["x"] * 5000}
+    )
     df.write_csv(tmp_path / "rows.csv")
     df.write_parquet(tmp_path / "rows.parquet")
     (tmp_path / "schema.json").write_text(json.dumps({"columns": {"age": [18, 90], "income": [0, 200000]}}))
@@ -68,8 +70,24 @@ def test_release_then_query(table, fmt, capsys):
     args = ["release", str(table / f"rows.{fmt}"), "--schema", str(table / "schema.json"), "--out", str(out)]
     assert main([*args, "--map", "histogram", "--epsilon", "2"]) == 0
     assert json.loads(capsys.readouterr().out.strip())["privacy"]["epsilon"] <= 2.0
-    assert main(["query", str(out), "--mean", "--count", "age > 54", "--cdf", "age=30,60", "--format", "json",
-                 "--n-samples", "5000"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                str(out),
+                "--mean",
+                "--count",
+                "age > 54",
+                "--cdf",
+                "age=30,60",
+                "--format",
+                "json",
+                "--n-samples",
+                "5000",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     means = {r["column"]: r["value"] for r in rows if r["query"] == "mean"}
     assert abs(means["age"] - 54) < 3 and abs(means["income"] - 1e5) < 8000
@@ -82,8 +100,27 @@ def test_release_then_query(table, fmt, capsys):
 
 def test_release_rff_and_query_a_density(table, capsys):
     out = table / "r.sketch"
-    assert main(["release", str(table / "rows.parquet"), "--schema", str(table / "schema.json"), "--out", str(out),
-                 "--epsilon", "1", "--features", "50", "--bandwidth", "0.2", "--map", "rff"]) == 0
+    assert (
+        main(
+            [
+                "release",
+                str(table / "rows.parquet"),
+                "--schema",
+                str(table / "schema.json"),
+                "--out",
+                str(out),
+                "--epsilon",
+                "1",
+                "--features",
+                "50",
+                "--bandwidth",
+                "0.2",
+                "--map",
+                "rff",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["query", str(out), "--kde", "50,100000"]) == 0
     assert "kde" in capsys.readouterr().out
@@ -104,22 +141,58 @@ def test_release_refuses_bad_input(table, schema, extra, message, capsys):
     (table / "bad.json").write_text(json.dumps(schema))
     out = table / "never.sketch"
     budget = extra or ["--epsilon", "1"]
-    code = main(["release", str(table / "rows.csv"), "--schema", str(table / "bad.json"), "--out", str(out),
-                 "--map", "histogram", *budget])
+    code = main(
+        [
+            "release",
+            str(table / "rows.csv"),
+            "--schema",
+            str(table / "bad.json"),
+            "--out",
+            str(out),
+            "--map",
+            "histogram",
+            *budget,
+        ]
+    )
     assert code == 2 and message in capsys.readouterr().err
     assert not out.exists()
 
 
 def test_release_and_query_refuse_unreadable_files(table, capsys):
-    assert main(["release", str(table / "missing.csv"), "--schema", str(table / "schema.json"), "--out",
-                 str(table / "x.sketch"), "--epsilon", "1"]) == 2
+    assert (
+        main(
+            [
+                "release",
+                str(table / "missing.csv"),
+                "--schema",
+                str(table / "schema.json"),
+                "--out",
+                str(table / "x.sketch"),
+                "--epsilon",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "no such file" in capsys.readouterr().err
     (table / "junk.sketch").write_bytes(b"not a sketch")
     assert main(["query", str(table / "junk.sketch"), "--mean"]) == 2
     assert "not a readable sketch file" in capsys.readouterr().err
     out = table / "s.sketch"
-    main(["release", str(table / "rows.csv"), "--schema", str(table / "schema.json"), "--out", str(out),
-          "--map", "histogram", "--epsilon", "1"])
+    main(
+        [
+            "release",
+            str(table / "rows.csv"),
+            "--schema",
+            str(table / "schema.json"),
+            "--out",
+            str(out),
+            "--map",
+            "histogram",
+            "--epsilon",
+            "1",
+        ]
+    )
     capsys.readouterr()
     assert main(["query", str(out)]) == 2
     assert "at least one of" in capsys.readouterr().err
@@ -137,8 +210,26 @@ def test_kmeans_release_with_progress_then_centres(tmp_path, capsys):
     pl.DataFrame({"a": X[:, 0], "b": X[:, 1]}).write_parquet(tmp_path / "d.parquet")
     (tmp_path / "s.json").write_text(json.dumps({"columns": {"a": [-6, 6], "b": [-6, 6]}}))
     out = tmp_path / "k.sketch"
-    assert main(["release", str(tmp_path / "d.parquet"), "--schema", str(tmp_path / "s.json"), "--out", str(out),
-                 "--map", "kmeans", "--clusters", "3", "--epsilon", "1", "--progress"]) == 0
+    assert (
+        main(
+            [
+                "release",
+                str(tmp_path / "d.parquet"),
+                "--schema",
+                str(tmp_path / "s.json"),
+                "--out",
+                str(out),
+                "--map",
+                "kmeans",
+                "--clusters",
+                "3",
+                "--epsilon",
+                "1",
+                "--progress",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "release pass" in err and "100%" in err and "60.0k/60.0k" in err
     assert main(["query", str(out), "--kmeans", "3", "--format", "json"]) == 0
@@ -148,8 +239,25 @@ def test_kmeans_release_with_progress_then_centres(tmp_path, capsys):
     assert np.sqrt(((centres[:, None] - found[None]) ** 2).sum(2)).min(1).max() < 0.2
     assert abs(sum(r["value"] for r in rows) - 1.0) < 1e-9
     # no bar unless asked (stderr is not a terminal here)
-    assert main(["release", str(tmp_path / "d.parquet"), "--schema", str(tmp_path / "s.json"), "--out",
-                 str(tmp_path / "q.sketch"), "--map", "kmeans", "--clusters", "3", "--epsilon", "1"]) == 0
+    assert (
+        main(
+            [
+                "release",
+                str(tmp_path / "d.parquet"),
+                "--schema",
+                str(tmp_path / "s.json"),
+                "--out",
+                str(tmp_path / "q.sketch"),
+                "--map",
+                "kmeans",
+                "--clusters",
+                "3",
+                "--epsilon",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "release pass" not in capsys.readouterr().err
     assert main(["query", str(out), "--kmeans", "0"]) == 2
     assert "n_clusters (0) must be a positive integer" in capsys.readouterr().err
@@ -160,7 +268,18 @@ def test_release_refuses_to_overwrite_without_force(tmp_path, capsys):
     data, schema, out = tmp_path / "d.csv", tmp_path / "s.json", tmp_path / "s.sketch"
     data.write_text("a,b\n0.1,0.2\n0.5,0.7\n")
     schema.write_text('{"columns": {"a": [0, 1], "b": [0, 1]}}')
-    argv = ["release", str(data), "--schema", str(schema), "--out", str(out), "--map", "histogram", "--epsilon", "1"]
+    argv = [
+        "release",
+        str(data),
+        "--schema",
+        str(schema),
+        "--out",
+        str(out),
+        "--map",
+        "histogram",
+        "--epsilon",
+        "1",
+    ]
     assert main(argv) == 0
     before = out.read_bytes()
     assert main(argv) == 2
@@ -175,7 +294,18 @@ def test_cli_errors_use_the_cli_words(tmp_path, capsys):
     header_only.write_text("a,b\n")
     nulls.write_text("a,b\n0.1,0.2\n,0.3\n")
     for data, words in ((header_only, "no rows"), (nulls, "--impute")):
-        code = main(["release", str(data), "--schema", str(schema), "--out", str(tmp_path / "o.sketch"), "--epsilon", "1"])
+        code = main(
+            [
+                "release",
+                str(data),
+                "--schema",
+                str(schema),
+                "--out",
+                str(tmp_path / "o.sketch"),
+                "--epsilon",
+                "1",
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and words in err and "impute=" not in err
     not_a_sketch = tmp_path / "x.txt"

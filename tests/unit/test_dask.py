@@ -98,9 +98,12 @@ def test_dataframe_partitions_and_column_selection(rng):
 @pytest.mark.parametrize("scale", [0.0, 0.3, 5.0])
 def test_privacy_map_equals_numpy_measurement(measure, scale):
     fm = _maps()["rff"]
-    m_dask = dps.make_private_dask_sketch(dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(),
-                                          measure, fm, scale)
-    m_np = dps.make_private_sketch(dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale)
+    m_dask = dps.make_private_dask_sketch(
+        dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale
+    )
+    m_np = dps.make_private_sketch(
+        dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale
+    )
     for d_in in (0, 1, 3):
         assert m_dask.map(d_in) == m_np.map(d_in)
 
@@ -110,8 +113,9 @@ def test_release_matches_release_sketch(budget, rng):
     fm = _maps()["hist"]
     X = _data(rng, 2000)
     X[np.isinf(X)] = 0.0
-    sk = dps.release_dask_sketch(da.from_array(X, chunks=(300, D)), fm, BOX, column_names=["u", "v", "w"],
-                                 contributions=2, **budget)
+    sk = dps.release_dask_sketch(
+        da.from_array(X, chunks=(300, D)), fm, BOX, column_names=["u", "v", "w"], contributions=2, **budget
+    )
     ref = dps.release_sketch(X, fm, BOX, contributions=2, **budget)
     assert isinstance(sk, dps.Sketch) and sk.column_names == ["u", "v", "w"]
     assert sk.privacy == ref.privacy and sk.noise == ref.noise
@@ -127,8 +131,12 @@ def test_release_dataframe_and_impute(rng):
     df = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "c"]), npartitions=4)
     lo, hi = _bounds(fm)
     # exact sum with NaN imputed, per partition, equals the numpy path on the imputed rows
-    t = dsk.make_dask_feature_sum(dsk.dask_box_domain(BOX, column_names=["a", "b", "c"], nan=True),
-                                  dp.symmetric_distance(), fm, impute=0.5)
+    t = dsk.make_dask_feature_sum(
+        dsk.dask_box_domain(BOX, column_names=["a", "b", "c"], nan=True),
+        dp.symmetric_distance(),
+        fm,
+        impute=0.5,
+    )
     assert list(t(df)) == _numpy_sum(fm, np.where(np.isnan(X), 0.5, X), lo, hi)
     sk = dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, impute=0.5)
     assert sk.column_names == ["a", "b", "c"] and sk.privacy["epsilon"] <= 1.0
@@ -199,10 +207,16 @@ def test_bad_structure_refused(rng, secret, spy_release):
         (lambda: dps.release_dask_sketch(da.zeros((10, D + 1), chunks=5), fm, BOX, epsilon=1.0), "columns"),
         (lambda: dps.release_dask_sketch(da.zeros((10,), chunks=5), fm, BOX, epsilon=1.0), "2-dimensional"),
         (lambda: dps.release_dask_sketch(np.zeros((10, D)), fm, BOX, epsilon=1.0), "dask"),
-        (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]), "not in the data"),
+        (
+            lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]),
+            "not in the data",
+        ),
         (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
         (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
-        (lambda: dps.release_dask_sketch(da.zeros((10, D), chunks=5), fm, (1.0, 0.0), epsilon=1.0), "lower < upper"),
+        (
+            lambda: dps.release_dask_sketch(da.zeros((10, D), chunks=5), fm, (1.0, 0.0), epsilon=1.0),
+            "lower < upper",
+        ),
         (lambda: dps.release_dask_sketch(da.zeros((10, D), chunks=5), fm, BOX), "exactly one"),
     ]
     for call, message in cases:
@@ -220,7 +234,9 @@ def test_constructor_arguments_checked():
     with pytest.raises(ValueError, match="expects"):
         dsk.make_dask_feature_sum(dsk.dask_box_domain(BOX, num_columns=2), dp.symmetric_distance(), fm)
     with pytest.raises(ValueError, match="permits NaN"):
-        dsk.make_dask_feature_sum(dsk.dask_box_domain(BOX, num_columns=D, nan=True), dp.symmetric_distance(), fm)
+        dsk.make_dask_feature_sum(
+            dsk.dask_box_domain(BOX, num_columns=D, nan=True), dp.symmetric_distance(), fm
+        )
     with pytest.raises(ValueError, match="impute"):
         dsk.make_dask_feature_sum(dom, dp.symmetric_distance(), fm, impute=np.nan)
     with pytest.raises(ValueError, match="symmetric_distance"):
@@ -234,9 +250,15 @@ def test_local_cluster_two_workers(rng):
     fm = _maps()["byclass"]
     X = _data(rng, 1000)
     lo, hi = _bounds(fm)
-    dps.release_sketch(np.where(np.isinf(X), 0.0, X), fm, BOX, epsilon=1.0)  # the map now caches OpenDP objects
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster):
+    dps.release_sketch(
+        np.where(np.isinf(X), 0.0, X), fm, BOX, epsilon=1.0
+    )  # the map now caches OpenDP objects
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
         with dask.config.set(scheduler=None):  # the client's scheduler, not the synchronous one
             Xd = da.from_array(X, chunks=(90, D))
             t = dsk.make_dask_feature_sum(dsk.dask_box_domain((lo, hi)), dp.symmetric_distance(), fm)

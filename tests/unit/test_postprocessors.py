@@ -18,7 +18,9 @@ def X(rng):
 
 def test_chain_keeps_the_privacy_map_and_returns_the_estimate(X):
     fm = dps.Histogram(bounds=(0, 1), bins=8, dim=2)
-    meas = dps.make_private_sketch(dps.box_domain((0, 1), 2), dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0)
+    meas = dps.make_private_sketch(
+        dps.box_domain((0, 1), 2), dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0
+    )
     chained = meas >> dps.then_m2m("mean", n_samples=5000)
     assert chained.map(1) == meas.map(1) and chained.map(3) == meas.map(3)
     mean = chained(X)

@@ -31,7 +31,14 @@ def adversarial(lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> np.
     tiny[1, 0] = 1e-310 if lo[0] <= 0 <= hi[0] else lo[0]
     spike = lo.copy()
     spike[np.argmax(np.maximum(np.abs(lo), np.abs(hi)))] = hi[np.argmax(np.maximum(np.abs(lo), np.abs(hi)))]
-    pts = [corners(lo, hi), lo[None], hi[None], spike[None], np.clip(tiny, lo, hi), rng.uniform(lo, hi, (200, d))]
+    pts = [
+        corners(lo, hi),
+        lo[None],
+        hi[None],
+        spike[None],
+        np.clip(tiny, lo, hi),
+        rng.uniform(lo, hi, (200, d)),
+    ]
     return np.concatenate(pts)
 
 
@@ -56,7 +63,7 @@ def test_round_rows_is_quantize_rows():
     X = rng.normal(size=(300, 17)) * np.exp(rng.uniform(-30, 30, size=(300, 1)))
     X[0] = 0.0
     X[1] = 1e-305  # below 2^-300: zeroed
-    X[2, :5] = -2.0**200
+    X[2, :5] = -(2.0**200)
     np.testing.assert_array_equal(_round_rows(X, 22), quantize_rows(X, 22))
 
 
@@ -108,9 +115,9 @@ def test_queries_are_projected_like_data_and_kde_survives():
     d, k = 400, 256
     centers = rng.normal(size=(3, d)) / np.sqrt(d)
     X = (centers[rng.integers(0, 3, 600)] + rng.normal(scale=0.3 / np.sqrt(d), size=(600, d))).clip(-1, 1)
-    t = dps.make_box_clip(dp.numpy.array2_domain(num_columns=d, T=float, nan=False), SYM, (-1.0, 1.0)) >> then_jl_projection(
-        k, seed=9
-    )
+    t = dps.make_box_clip(
+        dp.numpy.array2_domain(num_columns=d, T=float, nan=False), SYM, (-1.0, 1.0)
+    ) >> then_jl_projection(k, seed=9)
     proj = JLProjection(d, k, seed=9)
     np.testing.assert_array_equal(proj.transform(X), t(X))
     np.testing.assert_array_equal(proj.transform(X[0]), t(X[:1]))  # a 1-D point is one row
@@ -157,8 +164,11 @@ def test_registered_for_context():
         dp.register(make_jl_projection, name="jl_projection")
     X = np.random.default_rng(6).uniform(size=(300, 20))
     ctx = dp.Context.compositor(
-        data=X, privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=1.0),
-        domain=box_domain((0.0, 1.0), num_columns=20), split_evenly_over=1,
+        data=X,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        domain=box_domain((0.0, 1.0), num_columns=20),
+        split_evenly_over=1,
     )
     fm = dps.RFF(dim=4, num_features=20, bandwidth=1.0, seed=0)
     sk = ctx.query().jl_projection(4, seed=1).private_sketch(fm).release()

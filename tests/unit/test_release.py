@@ -589,7 +589,9 @@ def test_release_with_a_jl_projection(rng):
     with pytest.raises(ValueError, match="data has 39 columns but the projection expects 40"):
         dps.release_sketch(X[:, :39], fm, bounds=(-1, 1), epsilon=1.0, projection=proj)
     with pytest.raises(ValueError, match="ByClass"):
-        dps.release_sketch(X, dps.ByClass(fm, 2), bounds=(-1, 1), epsilon=1.0, projection=dps.JLProjection(40, 9))
+        dps.release_sketch(
+            X, dps.ByClass(fm, 2), bounds=(-1, 1), epsilon=1.0, projection=dps.JLProjection(40, 9)
+        )
     with pytest.raises(ValueError, match="must be a JLProjection"):
         dps.release_sketch(X, fm, bounds=(-1, 1), epsilon=1.0, projection="jl")
 

@@ -57,7 +57,10 @@ def test_shorthands_kinds_and_boxes():
         (lambda: {"x": (0, math.inf)}, "finite"),
         (lambda: {"x": [18]}, "needs public bounds"),
         (lambda: {"x": [False, True]}, "needs public bounds"),
-        (lambda: {"x": dps.Numeric(950, 1060, impute=0)}, r"impute \(0\) must lie in the column's public range"),
+        (
+            lambda: {"x": dps.Numeric(950, 1060, impute=0)},
+            r"impute \(0\) must lie in the column's public range",
+        ),
         (lambda: {"c": dps.Categorical(["a", "a"])}, "distinct"),
         (lambda: {"c": dps.Categorical(["a"], null="z")}, "one of the labels"),
         (lambda: {"b": dps.Boolean(null="maybe")}, "must be None"),
@@ -75,15 +78,22 @@ def test_json_round_trip_keeps_order_and_reads_the_old_cli_layout(tmp_path):
     again = dps.Schema.from_json(path)
     assert again == SCHEMA and again.columns == SCHEMA.columns
     # sorted keys (as sketch files write them) still give the schema's order
-    assert dps.Schema.from_dict(json.loads(json.dumps(SCHEMA.to_dict(), sort_keys=True))).columns == SCHEMA.columns
+    assert (
+        dps.Schema.from_dict(json.loads(json.dumps(SCHEMA.to_dict(), sort_keys=True))).columns
+        == SCHEMA.columns
+    )
     old = dps.Schema.from_json('{"columns": {"age": [18, 90], "income": [0, 200000]}}')
     assert old.columns == ["age", "income"] and old["age"] == dps.Numeric(18, 90)
 
 
 def test_encode_decode_round_trip():
     batch = pl.DataFrame(
-        {"age": [18, 54, None], "income": [0.0, 100_000.0, float("nan")], "cut": ["Ideal", None, "Weird"],
-         "vip": [True, None, False]}
+        {
+            "age": [18, 54, None],
+            "income": [0.0, 100_000.0, float("nan")],
+            "cut": ["Ideal", None, "Weird"],
+            "vip": [True, None, False],
+        }
     )
     U = SCHEMA.encode(batch)
     assert U.tolist() == [[0.0, 0.0, 2.0, 1.0], [0.5, 0.5, 3.0, 0.0], [22 / 72, 0.0, 3.0, 0.0]]
@@ -95,20 +105,28 @@ def test_encode_decode_round_trip():
 
 
 VALUES = st.one_of(
-    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**18), 10**18),
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**18), 10**18),
     st.sampled_from([1e308, -1e308, 0.0]),
 )
 
 
 @settings(max_examples=60, deadline=None)
-@given(age=st.lists(VALUES, min_size=1, max_size=5), text=st.lists(st.one_of(st.none(), st.text(max_size=5)), min_size=1, max_size=5))
+@given(
+    age=st.lists(VALUES, min_size=1, max_size=5),
+    text=st.lists(st.one_of(st.none(), st.text(max_size=5)), min_size=1, max_size=5),
+)
 def test_encode_never_raises_and_stays_in_the_box(age, text):
     """Inside a measurement: any value of the right columns maps into the public box."""
     n = min(len(age), len(text))
     batch = pl.DataFrame(
-        {"age": pl.Series([None if v is None else float(v) for v in age[:n]], dtype=pl.Float64),
-         "income": pl.Series([None if v is None else float(v) for v in age[:n]], dtype=pl.Float64),
-         "cut": pl.Series(text[:n], dtype=pl.String), "vip": pl.Series([None] * n, dtype=pl.Boolean)}
+        {
+            "age": pl.Series([None if v is None else float(v) for v in age[:n]], dtype=pl.Float64),
+            "income": pl.Series([None if v is None else float(v) for v in age[:n]], dtype=pl.Float64),
+            "cut": pl.Series(text[:n], dtype=pl.String),
+            "vip": pl.Series([None] * n, dtype=pl.Boolean),
+        }
     )
     U = SCHEMA.encode(batch)
     lo, hi = SCHEMA.bounds
@@ -119,7 +137,9 @@ def test_check_refuses_what_the_rules_do_not_cover():
     strict = dps.Schema({"x": (0, 1), "c": ["a", "b"]})
     with pytest.raises(ValueError, match=r"columns \['x'\] contain nulls .* impute"):
         strict.check(pl.DataFrame({"x": [0.5, None], "c": ["a", "b"]}))
-    with pytest.raises(ValueError, match=r"columns \['c'\] hold values that are not among their public labels"):
+    with pytest.raises(
+        ValueError, match=r"columns \['c'\] hold values that are not among their public labels"
+    ):
         strict.check(pl.DataFrame({"x": [0.5, 0.2], "c": ["a", "zz"]}))
     with pytest.raises(ValueError, match=r"columns \['x'\] contain infinite values"):
         strict.check(pl.DataFrame({"x": [0.5, float("inf")], "c": ["a", "b"]}))

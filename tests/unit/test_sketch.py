@@ -514,7 +514,9 @@ def test_merge_different_map():
 )
 def test_merge_different_bounds_or_names(change):
     fm = ALL_MAPS["RACE-l2"]()
-    with pytest.raises(ValueError, match="^sketches were released with different bounds, column names or schemas$"):
+    with pytest.raises(
+        ValueError, match="^sketches were released with different bounds, column names or schemas$"
+    ):
         _sketch(fm, 1).merge(_sketch(fm, 2, **change))
 
 

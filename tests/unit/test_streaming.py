@@ -35,7 +35,9 @@ def frame(X: np.ndarray, names=("a", "b", "c")) -> pl.LazyFrame:
 def test_streamed_sum_equals_the_in_memory_sum(name, batch_rows, data):
     fm = MAPS[name]()
     X = data[:400] if batch_rows == 1 else data
-    t = make_frame_feature_sum(frame_box_domain((0, 1), ["a", "b", "c"]), dp.symmetric_distance(), fm, batch_rows=batch_rows)
+    t = make_frame_feature_sum(
+        frame_box_domain((0, 1), ["a", "b", "c"]), dp.symmetric_distance(), fm, batch_rows=batch_rows
+    )
     assert list(t(frame(X))) == fm.fixed_sum(np.clip(X, 0, 1))
     assert t.map(2) == 2 * fm.int_sensitivity(1)
     count = make_frame_row_count(frame_box_domain((0, 1), ["a", "b", "c"]), dp.symmetric_distance())
@@ -67,7 +69,9 @@ def test_release_from_a_file_path(suffix, data, tmp_path):
 def test_nulls_need_a_public_imputation(data):
     X = data.copy()
     X[10, 1] = np.nan
-    lf = frame(X).with_columns(pl.when(pl.int_range(pl.len()) == 20).then(None).otherwise(pl.col("c")).alias("c"))
+    lf = frame(X).with_columns(
+        pl.when(pl.int_range(pl.len()) == 20).then(None).otherwise(pl.col("c")).alias("c")
+    )
     fm = MAPS["histogram"]()
     with pytest.raises(ValueError, match=r"columns \['b', 'c'\] contain null or NaN values"):
         dps.release_sketch(lf, fm, bounds=(0, 1), epsilon=1.0)
@@ -76,7 +80,9 @@ def test_nulls_need_a_public_imputation(data):
     dom = frame_box_domain((0, 1), ["a", "b", "c"], impute=0.5)
     filled = np.where(np.isnan(X), 0.5, X)
     filled[20, 2] = 0.5
-    assert list(make_frame_feature_sum(dom, dp.symmetric_distance(), fm)(lf)) == fm.fixed_sum(np.clip(filled, 0, 1))
+    assert list(make_frame_feature_sum(dom, dp.symmetric_distance(), fm)(lf)) == fm.fixed_sum(
+        np.clip(filled, 0, 1)
+    )
 
 
 def test_bad_frames_are_refused_before_any_release(data, secret, tmp_path):
@@ -100,19 +106,29 @@ def test_bad_frames_are_refused_before_any_release(data, secret, tmp_path):
     with pytest.raises(ValueError, match="no such file"):
         dps.release_sketch(str(tmp_path / "missing.parquet"), fm, bounds=(0, 1), epsilon=1.0)
     with pytest.raises(ValueError, match="projection= needs in-memory data"):
-        dps.release_sketch(frame(data), dps.RFF(dim=2, num_features=4), bounds=(0, 1), epsilon=1.0,
-                           projection=dps.JLProjection(3, 2))
+        dps.release_sketch(
+            frame(data),
+            dps.RFF(dim=2, num_features=4),
+            bounds=(0, 1),
+            epsilon=1.0,
+            projection=dps.JLProjection(3, 2),
+        )
 
 
 def test_frame_domain_in_make_private_sketch_and_a_context(data):
     fm = MAPS["rff"]()
     dom = frame_box_domain((0, 1), ["a", "b", "c"])
     meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0)
-    numpy_meas = dps.make_private_sketch(dps.box_domain((0, 1), 3), dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0)
+    numpy_meas = dps.make_private_sketch(
+        dps.box_domain((0, 1), 3), dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0
+    )
     assert meas.map(1) == numpy_meas.map(1)
     ctx = dp.Context.compositor(
-        data=frame(data), privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=1.0),
-        split_evenly_over=2, domain=dom,
+        data=frame(data),
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=2,
+        domain=dom,
     )
     sk = ctx.query().private_sketch(fm).release()
     assert sk.column_names == ["a", "b", "c"] and sk.privacy["loss"] <= 0.5 + 1e-12
@@ -127,15 +143,20 @@ def test_frame_domain_validation():
     with pytest.raises(ValueError, match="frame_box_domain"):
         make_frame_feature_sum(dps.box_domain((0, 1), 1), dp.symmetric_distance(), MAPS["histogram"]())
     with pytest.raises(ValueError, match="batch_rows"):
-        make_frame_feature_sum(frame_box_domain((0, 1), list("abc")), dp.symmetric_distance(), MAPS["rff"](), batch_rows=0)
+        make_frame_feature_sum(
+            frame_box_domain((0, 1), list("abc")), dp.symmetric_distance(), MAPS["rff"](), batch_rows=0
+        )
 
 
 @pytest.mark.opendp_polars
 def test_sketch_and_native_polars_queries_share_one_context(data):
     lf = frame(data)
     ctx = dp.Context.compositor(
-        data=lf, privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=1.0),
-        split_evenly_over=2, margins=[dp.polars.Margin(by=[], max_length=100_000)],
+        data=lf,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=2,
+        margins=[dp.polars.Margin(by=[], max_length=100_000)],
     )
     fm = MAPS["histogram"]()
     sk = dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b", "c"])
@@ -152,7 +173,10 @@ def test_sketch_and_native_polars_queries_share_one_context(data):
 def test_context_release_checks_columns_before_anything(data):
     lf = frame(data).with_columns(pl.lit("t").alias("txt"))
     ctx = dp.Context.compositor(
-        data=lf, privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=1.0), split_evenly_over=1
+        data=lf,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=1,
     )
     fm = MAPS["histogram"]()
     with pytest.raises(ValueError, match=r"columns \['zz'\] are not in the data"):
@@ -163,7 +187,9 @@ def test_context_release_checks_columns_before_anything(data):
         dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b"])
     assert ctx.remaining_privacy_loss() == [1.0]  # nothing was spent
     with pytest.raises(ValueError, match="LazyFrame domain"):
-        dps.make_lazyframe_to_frame_box(dps.box_domain((0, 1), 3), dp.symmetric_distance(), (0, 1), ["a", "b", "c"])
+        dps.make_lazyframe_to_frame_box(
+            dps.box_domain((0, 1), 3), dp.symmetric_distance(), (0, 1), ["a", "b", "c"]
+        )
 
 
 def test_progress_reports_every_streamed_row_once(data):
@@ -172,8 +198,14 @@ def test_progress_reports_every_streamed_row_once(data):
     fm = dps.Histogram(bounds=(0, 1), bins=4, dim=data.shape[1])
     seen: list[tuple[int, int]] = []
     frame = pl.LazyFrame({f"c{j}": data[:, j] for j in range(data.shape[1])})
-    dps.release_sketch(frame, fm, bounds=(0, 1), epsilon=1.0, chunk_rows=1000,
-                       progress=lambda done, total: seen.append((done, total)))
+    dps.release_sketch(
+        frame,
+        fm,
+        bounds=(0, 1),
+        epsilon=1.0,
+        chunk_rows=1000,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert seen and seen[-1] == (data.shape[0], data.shape[0])
     assert all(a[0] < b[0] for a, b in zip(seen, seen[1:]))
     with pytest.raises(ValueError, match="progress"):

@@ -22,13 +22,18 @@ def clusters():
 
 @pytest.mark.parametrize(
     "inner",
-    [dps.RFF(dim=2, num_features=400, bandwidth=0.1, seed=0), dps.RACE(dim=2, rows=100, buckets=50, bucket_width=0.2, seed=0)],
+    [
+        dps.RFF(dim=2, num_features=400, bandwidth=0.1, seed=0),
+        dps.RACE(dim=2, rows=100, buckets=50, bucket_width=0.2, seed=0),
+    ],
     ids=lambda fm: type(fm).__name__,
 )
 @pytest.mark.parametrize("rule", ["ml", "map"])
 def test_kde_classifier_separates_clusters(inner, rule, clusters):
     (X, y), (Xt, yt) = clusters
-    sk = dps.release_sketch(np.column_stack([X, y]), dps.ByClass(inner, 3), bounds=([0, 0, 0], [1, 1, 2]), epsilon=1.0)
+    sk = dps.release_sketch(
+        np.column_stack([X, y]), dps.ByClass(inner, 3), bounds=([0, 0, 0], [1, 1, 2]), epsilon=1.0
+    )
     clf = dps.KDEClassifier(rule=rule).fit(sk)
     assert (clf.predict(Xt) == yt).mean() > 0.95
     proba = clf.predict_proba(Xt)
@@ -42,7 +47,9 @@ def test_map_scores_are_ml_scores_times_the_noisy_class_counts(clusters):
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=([0, 0, 0], [1, 1, 2]), epsilon=1.0)
     ml = dps.KDEClassifier(rule="ml").fit(sk)
     mp = dps.KDEClassifier(rule="map").fit(sk)
-    np.testing.assert_allclose(mp.decision_function(Xt[:5]), ml.decision_function(Xt[:5]) * np.maximum(ml.class_counts_, 1))
+    np.testing.assert_allclose(
+        mp.decision_function(Xt[:5]), ml.decision_function(Xt[:5]) * np.maximum(ml.class_counts_, 1)
+    )
 
 
 def test_nearest_mean_classifier(clusters):
@@ -75,9 +82,16 @@ def test_a_class_with_no_positive_count_is_never_predicted(clusters):
 def test_bad_input_is_refused(clusters):
     (X, y), _ = clusters
     race = dps.release_sketch(X, dps.RACE(dim=2, rows=4, buckets=4, seed=0), bounds=(0, 1), epsilon=1.0)
-    with pytest.raises(ValueError, match=r"KDEClassifier needs a ByClass\(RFF\) or ByClass\(RACE\) sketch, got RACE"):
+    with pytest.raises(
+        ValueError, match=r"KDEClassifier needs a ByClass\(RFF\) or ByClass\(RACE\) sketch, got RACE"
+    ):
         dps.KDEClassifier().fit(race)
-    moments = dps.release_sketch(np.column_stack([X, y]), dps.ByClass(dps.RFF(dim=2, num_features=10, seed=0), 3), bounds=([0, 0, 0], [1, 1, 2]), epsilon=1.0)
+    moments = dps.release_sketch(
+        np.column_stack([X, y]),
+        dps.ByClass(dps.RFF(dim=2, num_features=10, seed=0), 3),
+        bounds=([0, 0, 0], [1, 1, 2]),
+        epsilon=1.0,
+    )
     with pytest.raises(ValueError, match=r"needs a ByClass\(Moments\) sketch, got ByClass\(RFF\)"):
         dps.NearestMeanClassifier().fit(moments)
     with pytest.raises(ValueError, match="not fitted"):

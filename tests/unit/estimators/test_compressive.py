@@ -115,7 +115,9 @@ def test_feature_map_bad_input(bounds, kwargs, match):
 def test_fit_refuses_bad_sketches_and_options():
     X = _mixture(2_000, 0.5)
     hist = dps.Histogram(bounds=(-6.0, 6.0), bins=8, dim=2)
-    with pytest.raises(ValueError, match="needs an RFF, QuantizedRFF or subsampled RFF sketch, got Histogram"):
+    with pytest.raises(
+        ValueError, match="needs an RFF, QuantizedRFF or subsampled RFF sketch, got Histogram"
+    ):
         dps.CompressiveKMeans(2).fit(_exact(hist, X))
     small = dps.RFF(dim=2, num_features=8, bandwidth=1.0)
     with pytest.raises(ValueError, match="needs at least 9 sketch features"):

@@ -21,7 +21,10 @@ LO, HI = np.array([0.0, -2.0]), np.array([1.0, 2.0])
 def exact_sketch(fm, X, noise=None):
     """The noise-free sketch of ``X`` (what a release computes before adding noise)."""
     return dps.Sketch(
-        feature_map=fm, sum_units=np.array(fm.fixed_sum(X), dtype=np.int64), count=X.shape[0], noise=noise or {}
+        feature_map=fm,
+        sum_units=np.array(fm.fixed_sum(X), dtype=np.int64),
+        count=X.shape[0],
+        noise=noise or {},
     )
 
 
@@ -184,18 +187,22 @@ def test_reported_std_matches_the_spread_of_the_estimates():
     Q = np.array([[0.1, 0.5], [0.5, 0.93], [-0.2, 1.4]])
     zero = np.zeros(fm.num_features, dtype=np.int64)
     for method in METHODS:
-        _, std = L1DistanceSum(dps.Sketch(feature_map=fm, sum_units=zero, count=1, noise=noise), method=method)(
-            Q, return_std=True
+        _, std = L1DistanceSum(
+            dps.Sketch(feature_map=fm, sum_units=zero, count=1, noise=noise), method=method
+        )(Q, return_std=True)
+        samples = np.array(
+            [
+                L1DistanceSum(
+                    dps.Sketch(
+                        feature_map=fm,
+                        sum_units=np.rint(rng.normal(0, sigma, fm.num_features)).astype(np.int64),
+                        count=1,
+                    ),
+                    method=method,
+                )(Q)
+                for _ in range(draws)
+            ]
         )
-        samples = np.array([
-            L1DistanceSum(
-                dps.Sketch(
-                    feature_map=fm, sum_units=np.rint(rng.normal(0, sigma, fm.num_features)).astype(np.int64), count=1
-                ),
-                method=method,
-            )(Q)
-            for _ in range(draws)
-        ])
         np.testing.assert_allclose(samples.std(axis=0), std, rtol=0.15, err_msg=method)
     A = tree_matrix(4)
     est = L1DistanceSum(dps.Sketch(feature_map=fm, sum_units=zero, count=1, noise=noise))
@@ -206,7 +213,9 @@ def test_reported_std_matches_the_spread_of_the_estimates():
 
 
 def test_noise_free_sketch_reports_zero_std(trees, centred):
-    value, std = L1DistanceSum(exact_sketch(trees, centred))(edge_queries(np.random.default_rng(7), 5), return_std=True)
+    value, std = L1DistanceSum(exact_sketch(trees, centred))(
+        edge_queries(np.random.default_rng(7), 5), return_std=True
+    )
     assert value.shape == std.shape == (5,) and (std == 0).all()
 
 
@@ -336,10 +345,16 @@ def test_sketches_of_the_wrong_kind_are_refused(rff2d, hist2d, trees):
         L1DistanceSum(np.zeros(3))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"method": "tree"}, "method"), ({"alpha": 0}, "alpha"), ({"alpha": -1.0}, "alpha"),
-    ({"alpha": float("nan")}, "alpha"), ({"alpha": "big"}, "alpha"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "tree"}, "method"),
+        ({"alpha": 0}, "alpha"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"alpha": "big"}, "alpha"),
+    ],
+)
 def test_bad_parameters_are_refused(trees, kwargs, match):
     sk = dps.Sketch(feature_map=trees, sum_units=np.zeros(trees.num_features, dtype=np.int64), count=5)
     with pytest.raises(ValueError, match=match):
@@ -348,7 +363,9 @@ def test_bad_parameters_are_refused(trees, kwargs, match):
 
 @pytest.mark.parametrize("count", [0, -3])
 def test_mean_needs_a_positive_noisy_count(trees, count):
-    l1 = L1DistanceSum(dps.Sketch(feature_map=trees, sum_units=np.zeros(trees.num_features, dtype=np.int64), count=count))
+    l1 = L1DistanceSum(
+        dps.Sketch(feature_map=trees, sum_units=np.zeros(trees.num_features, dtype=np.int64), count=count)
+    )
     fm = dps.Moments(dim=2, radius=1.0)
     l2 = SquaredL2DistanceSum(dps.Sketch(feature_map=fm, sum_units=np.zeros(3, dtype=np.int64), count=count))
     q = np.zeros((1, 2))

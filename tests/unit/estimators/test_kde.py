@@ -75,14 +75,20 @@ def test_density_integrates_to_one_for_a_gaussian_rff_sketch():
 def test_released_noise_scale_matches_the_sensitivity(fm, epsilon, blob):
     """The RACE paper's public code used R/(Nε): ours must be ≥ Δ₁/ε on the raw counts."""
     X = blob if not isinstance(fm, dps.ByClass) else np.column_stack([blob, np.arange(blob.shape[0]) % 3])
-    sk = dps.release_sketch(X, fm, bounds=(0, 1) if not isinstance(fm, dps.ByClass) else ([0, 0, 0], [1, 1, 2]), epsilon=epsilon)
+    sk = dps.release_sketch(
+        X, fm, bounds=(0, 1) if not isinstance(fm, dps.ByClass) else ([0, 0, 0], [1, 1, 2]), epsilon=epsilon
+    )
     share = 1 - sk.noise["count_fraction"]
     delta_features = fm.sensitivity(1) / fm.gain  # in the units of Sketch.sum
     assert sk.noise["sum_scale"] >= delta_features / (epsilon * share) * (1 - 1e-12)
     assert sk.noise["sum_scale"] <= delta_features / (epsilon * share) * 1.01  # not needlessly noisy
     label = {"label": 0} if isinstance(fm, dps.ByClass) else {}
     kde = dps.KDE(sk, **label)
-    terms = fm.feature_map.rows if isinstance(fm, dps.ByClass) else getattr(fm, "rows", getattr(fm, "num_frequencies", None))
+    terms = (
+        fm.feature_map.rows
+        if isinstance(fm, dps.ByClass)
+        else getattr(fm, "rows", getattr(fm, "num_frequencies", None))
+    )
     assert kde.noise_std() == pytest.approx(np.sqrt(sk.sum_variance / terms) / kde.n_hat)
 
 

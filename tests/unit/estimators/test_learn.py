@@ -31,7 +31,9 @@ def classification():
 def test_logistic_regression_from_a_private_rff_sketch(classification):
     (X, y), (Xt, yt), beta = classification
     fm = dps.RFF(dim=4, num_features=200, bandwidth=1.0, seed=0)
-    sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"])
+    sk = dps.release_sketch(
+        np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"]
+    )
     clf = dps.LogisticRegression(target="y").fit(sk)
     assert clf.feature_names_in_ == ["a", "b", "c"] and clf.classes_.tolist() == [0.0, 1.0]
     assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.02
@@ -87,7 +89,9 @@ def test_linear_regression_is_exact_when_second_moments_are_in_the_span():
 def test_bad_input_is_refused(classification):
     (X, y), _, _ = classification
     fm = dps.RFF(dim=4, num_features=20, seed=0)
-    sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"])
+    sk = dps.release_sketch(
+        np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"]
+    )
     with pytest.raises(ValueError, match="not a column"):
         dps.LogisticRegression(target="label").fit(sk)
     with pytest.raises(ValueError, match="target index"):
@@ -115,7 +119,9 @@ def test_no_intercept_predicts_in_the_data_units():
     D = np.column_stack([X, X[:, 0]])
     fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
     sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([0.0] * 3, [1.0] * 3))
-    reg = dps.SketchLinearRegression(alpha=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0, "method": "ridge"}).fit(sk)
+    reg = dps.SketchLinearRegression(
+        alpha=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0, "method": "ridge"}
+    ).fit(sk)
     np.testing.assert_allclose(reg.predict([[1.0, 0.0], [0.5, 0.5]]), [1.0, 0.5], atol=1e-3)
 
 
@@ -125,14 +131,23 @@ def test_target_by_default_name_and_merged_discrete_options(classification):
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=5.0)
     clf = dps.LogisticRegression(target="label", m2m_options={"n_samples": 5000}).fit(sk)
     assert clf.feature_names_in_ == ["x0", "x1", "x2"]
-    plain = dps.release_sketch(np.column_stack([X, y]), dps.RFF(dim=4, num_features=50, seed=0), bounds=(0, 1), epsilon=5.0)
-    clf = dps.LogisticRegression(m2m_options={"n_samples": 5000, "discrete": {"x0": [0.0, 0.5, 1.0]}}).fit(plain)
+    plain = dps.release_sketch(
+        np.column_stack([X, y]), dps.RFF(dim=4, num_features=50, seed=0), bounds=(0, 1), epsilon=5.0
+    )
+    clf = dps.LogisticRegression(m2m_options={"n_samples": 5000, "discrete": {"x0": [0.0, 0.5, 1.0]}}).fit(
+        plain
+    )
     assert clf.classes_.tolist() == [0.0, 1.0]  # the label is still drawn from its two bounds
 
 
 @pytest.mark.parametrize("alpha", [-1.0, np.inf, np.nan, "1"])
 def test_bad_alpha_is_refused_before_any_work(alpha, classification):
     (X, y), _, _ = classification
-    sk = dps.Sketch(dps.Histogram(bounds=(0, 1), bins=2, dim=4), np.ones(8, dtype=np.int64), 10, bounds=([0.0] * 4, [1.0] * 4))
+    sk = dps.Sketch(
+        dps.Histogram(bounds=(0, 1), bins=2, dim=4),
+        np.ones(8, dtype=np.int64),
+        10,
+        bounds=([0.0] * 4, [1.0] * 4),
+    )
     with pytest.raises(ValueError, match="alpha"):
         dps.SketchLinearRegression(alpha=alpha).fit(sk)

@@ -107,7 +107,9 @@ def test_lambda_rules_use_the_released_noise_and_count(data):
     assert dps.M2M(sk, n_samples=5000, lam="theorem", method="ridge").lam == pytest.approx(8.0 / n**2)
     assert dps.M2M(sk, n_samples=5000, lam=0.25, method="ridge").lam == 0.25
     noisier = exact_sketch(sk.feature_map, data, BOX, noise={"sum_variance": 8e4})
-    assert dps.M2M(noisier, n_samples=5000, method="ridge").lam > dps.M2M(sk, n_samples=5000, method="ridge").lam
+    assert (
+        dps.M2M(noisier, n_samples=5000, method="ridge").lam > dps.M2M(sk, n_samples=5000, method="ridge").lam
+    )
 
 
 def test_auto_lambda_minimises_the_public_risk(data):
@@ -129,7 +131,12 @@ def test_error_bar_is_the_norm_of_the_coefficients_times_the_noise(data):
     for k in range(fm.num_features):
         units = base.sum_units.copy()
         units[k] += 1000
-        moved = dps.M2M(dps.Sketch(fm, units, base.count, base.noise, bounds=base.bounds), n_samples=5000, lam=1e-3, method="ridge")
+        moved = dps.M2M(
+            dps.Sketch(fm, units, base.count, base.noise, bounds=base.bounds),
+            n_samples=5000,
+            lam=1e-3,
+            method="ridge",
+        )
         coef.append((moved.expect(lambda X: X[:, 0] ** 2) - value) * base.n_hat / (1000 * fm.unit))
     assert std == pytest.approx(np.linalg.norm(coef) * 2.0 / base.n_hat, rel=1e-6)
     means, stds = est.mean(return_std=True)
@@ -137,7 +144,9 @@ def test_error_bar_is_the_norm_of_the_coefficients_times_the_noise(data):
 
 
 def test_count_variance_free_sketch_has_zero_error_bar(data):
-    est = dps.M2M(exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX), n_samples=2000, method="ridge")
+    est = dps.M2M(
+        exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX), n_samples=2000, method="ridge"
+    )
     assert est.cdf(1, [0.5], return_std=True)[1].tolist() == [0.0]
 
 
@@ -155,7 +164,9 @@ def test_byclass_label_is_drawn_from_the_classes(method, atol, data):
 
 def test_user_prior_and_discrete_columns(data):
     sk = exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX, ["a", "b"])
-    est = dps.M2M(sk, n_samples=1000, prior=lambda n, rng: rng.beta(2, 2, size=(n, 2)), discrete={"b": [0, 1]})
+    est = dps.M2M(
+        sk, n_samples=1000, prior=lambda n, rng: rng.beta(2, 2, size=(n, 2)), discrete={"b": [0, 1]}
+    )
     assert set(np.unique(est.samples[:, 1])) == {0.0, 1.0}
     with pytest.raises(ValueError, match="shape"):
         dps.M2M(sk, n_samples=1000, prior=lambda n, rng: rng.uniform(size=(n, 3)))
@@ -187,11 +198,15 @@ def test_repr(data):
 # -- bad input ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def est(data):
-    return dps.M2M(exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX, ["a", "b"]), n_samples=1000)
+    return dps.M2M(
+        exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), data, BOX, ["a", "b"]), n_samples=1000
+    )
 
 
 def test_unknown_columns_are_refused(est):
-    with pytest.raises(ValueError, match=r"column \('c'\) is not in the sketch; its columns are \['a', 'b'\]"):
+    with pytest.raises(
+        ValueError, match=r"column \('c'\) is not in the sketch; its columns are \['a', 'b'\]"
+    ):
         est.cdf("c", [0.5])
     with pytest.raises(ValueError, match="column index"):
         est.cdf(5, [0.5])
@@ -227,7 +242,9 @@ def test_badly_shaped_queries_are_refused(est):
 
 @pytest.mark.parametrize("count", [0, -3])
 def test_sketch_with_no_positive_count_is_refused_by_ridge(count, data):
-    sk = dps.Sketch(dps.Histogram(bounds=(0, 1), bins=2, dim=1), np.array([1, 2]), count, bounds=([0.0], [1.0]))
+    sk = dps.Sketch(
+        dps.Histogram(bounds=(0, 1), bins=2, dim=1), np.array([1, 2]), count, bounds=([0.0], [1.0])
+    )
     with pytest.raises(ValueError, match="noisy count .* is not positive"):
         dps.M2M(sk, method="ridge")
 

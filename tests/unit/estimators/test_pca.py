@@ -73,7 +73,9 @@ def test_transform_function_form_and_sign_convention():
     sk = exact_sketch(fm, X)
     pca = CompressivePCA(n_components=2).fit(sk)
     np.testing.assert_allclose(pca.transform(X[:10]), X[:10] @ pca.components_.T)
-    np.testing.assert_allclose(pca.inverse_transform(pca.transform(X[:3])), X[:3] @ pca.components_.T @ pca.components_)
+    np.testing.assert_allclose(
+        pca.inverse_transform(pca.transform(X[:3])), X[:3] @ pca.components_.T @ pca.components_
+    )
     np.testing.assert_array_equal(compressive_pca(sk, 2), pca.components_)
     peak = pca.components_[np.arange(2), np.argmax(np.abs(pca.components_), axis=1)]
     assert (peak > 0).all()

@@ -82,8 +82,16 @@ def test_bad_input_is_refused_with_clear_errors(linear):
     ok = exact_sketch(dps.RACE(dim=3, rows=10, buckets=8, family="srp", seed=0), Z)
     cases = [
         (exact_sketch(dps.RFF(dim=3, num_features=4, bandwidth=1.0), Z), {}, "got RFF"),
-        (exact_sketch(dps.RACE(dim=3, rows=10, buckets=8, seed=0), Z), {}, "family='srp', got RACE\\(family='l2'\\)"),
-        (exact_sketch(dps.RACE(dim=3, rows=10, buckets=8, family="srp", hashes_per_row=1), Z), {}, "hashes_per_row ≥ 2"),
+        (
+            exact_sketch(dps.RACE(dim=3, rows=10, buckets=8, seed=0), Z),
+            {},
+            "family='srp', got RACE\\(family='l2'\\)",
+        ),
+        (
+            exact_sketch(dps.RACE(dim=3, rows=10, buckets=8, family="srp", hashes_per_row=1), Z),
+            {},
+            "hashes_per_row ≥ 2",
+        ),
         (exact_sketch(dps.RACE(dim=1, rows=10, buckets=8, family="srp"), y[:200, None]), {}, "at least 2"),
         (ok, {"fit_intercept": True, "constant": 0.0}, "constant"),
         (ok, {"coef_bounds": (1.0, -1.0)}, "lower < upper"),

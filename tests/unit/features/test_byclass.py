@@ -16,7 +16,9 @@ RNG = np.random.default_rng(5)
 X_PROBE = np.column_stack([RNG.uniform(-1, 1, (60, 2)), RNG.integers(0, 3, 60)])
 
 MAPS = {
-    "rff": lambda seed=0: dps.ByClass(dps.RFF(dim=2, num_features=8, bandwidth=0.5, seed=seed), num_classes=3),
+    "rff": lambda seed=0: dps.ByClass(
+        dps.RFF(dim=2, num_features=8, bandwidth=0.5, seed=seed), num_classes=3
+    ),
     "histogram": lambda seed=0: dps.ByClass(dps.Histogram(bounds=(-1, 1), bins=4, dim=2), num_classes=3),
 }
 

@@ -175,7 +175,9 @@ def test_moments_parameters_define_the_map():
     assert dps.Moments(dim=3, radius=2.0) != dps.Moments(dim=3, radius=2.5)
 
 
-@pytest.mark.parametrize(("name", "key", "value"), [("moments-center", "center", [0, 0, 0]), ("quadratic", "seed", 1)])
+@pytest.mark.parametrize(
+    ("name", "key", "value"), [("moments-center", "center", [0, 0, 0]), ("quadratic", "seed", 1)]
+)
 def test_roundtrip_and_fingerprint_mismatch(name, key, value):
     fm = MAPS[name]()
     check_roundtrip(fm, X_PROBE)

@@ -16,9 +16,13 @@ X_PROBE = np.random.default_rng(7).uniform(-2.0, 2.0, (50, 3))
 
 MAPS = {
     "l2-k1": lambda seed=0: dps.RACE(dim=3, rows=6, buckets=11, bucket_width=0.8, seed=seed),
-    "l2-k3": lambda seed=0: dps.RACE(dim=3, rows=6, buckets=11, bucket_width=0.8, hashes_per_row=3, seed=seed),
+    "l2-k3": lambda seed=0: dps.RACE(
+        dim=3, rows=6, buckets=11, bucket_width=0.8, hashes_per_row=3, seed=seed
+    ),
     "srp": lambda seed=0: dps.RACE(dim=3, rows=6, buckets=16, family="srp", seed=seed),
-    "srp-hashed": lambda seed=0: dps.RACE(dim=3, rows=6, buckets=10, family="srp", hashes_per_row=5, seed=seed),
+    "srp-hashed": lambda seed=0: dps.RACE(
+        dim=3, rows=6, buckets=10, family="srp", hashes_per_row=5, seed=seed
+    ),
 }
 
 

@@ -17,7 +17,9 @@ X_PROBE = RNG.uniform(-3.0, 3.0, (64, 3))
 
 MAPS = {
     "rff-gaussian": lambda seed=0: dps.RFF(dim=3, num_features=64, bandwidth=0.7, seed=seed),
-    "rff-laplacian": lambda seed=0: dps.RFF(dim=3, num_features=64, bandwidth=2.0, kernel="laplacian", seed=seed),
+    "rff-laplacian": lambda seed=0: dps.RFF(
+        dim=3, num_features=64, bandwidth=2.0, kernel="laplacian", seed=seed
+    ),
     "quantized-rff": lambda seed=0: dps.QuantizedRFF(dim=3, num_features=48, bandwidth=0.9, seed=seed),
 }
 
@@ -160,7 +162,9 @@ def test_fixed_sum_independent_of_chunks_and_threads(name):
     fm = MAPS[name]()
     extremes = np.array([[np.inf, 0, 0], [-np.inf, np.inf, 1.0], [np.nan, 0, 0], [1e30, -1e30, 5.0]])
     check_sum_invariance(fm, X_PROBE, chunk_rows=(1, 7, 64, 4096), n_jobs=(1, 2, 4))
-    check_sum_invariance(fm, np.vstack([X_PROBE, extremes]), clip=(-3.0, 3.0), chunk_rows=(2, 100), n_jobs=(1, 3))
+    check_sum_invariance(
+        fm, np.vstack([X_PROBE, extremes]), clip=(-3.0, 3.0), chunk_rows=(2, 100), n_jobs=(1, 3)
+    )
     check_sum_invariance(fm, np.vstack([X_PROBE, extremes[:3]]), chunk_rows=(1, 5), n_jobs=(1, 2))
 
 

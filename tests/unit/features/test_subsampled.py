@@ -20,7 +20,9 @@ X_PROBE = RNG.uniform(-2.0, 2.0, (400, 3))
 MAPS = {
     "gather-r1": lambda: SubsampledRFF(dim=3, num_features=64, bandwidth=0.7, seed=1, r=1),
     "gather-r4": lambda: SubsampledRFF(dim=3, num_features=64, bandwidth=0.7, seed=1, r=4),
-    "grouped-r8-laplacian": lambda: SubsampledRFF(dim=12, num_features=64, bandwidth=2.0, kernel="laplacian", seed=2, r=8),
+    "grouped-r8-laplacian": lambda: SubsampledRFF(
+        dim=12, num_features=64, bandwidth=2.0, kernel="laplacian", seed=2, r=8
+    ),
     "full-r32": lambda: SubsampledRFF(dim=3, num_features=64, bandwidth=0.7, seed=1, r=32),
 }
 
@@ -49,7 +51,9 @@ def test_default_r_is_no_subsampling_and_equals_rff_integers():
     assert fm.r == 32 and fm.num_blocks == 1
     np.testing.assert_array_equal(fm.fixed_features(X_PROBE), full.fixed_features(X_PROBE))
     assert fm.fixed_sum(X_PROBE) == full.fixed_sum(X_PROBE)
-    assert fm.int_sensitivity(1) == full.int_sensitivity(1) and fm.int_sensitivity(2) == full.int_sensitivity(2)
+    assert fm.int_sensitivity(1) == full.int_sensitivity(1) and fm.int_sensitivity(2) == full.int_sensitivity(
+        2
+    )
 
 
 def test_base_map_is_the_rff_with_the_same_frequencies():
@@ -76,8 +80,12 @@ def test_each_row_has_one_block_of_rescaled_rff_pairs(name):
     assert b.min() >= 0 and b.max() < B
     cols = b[:, None] * r + np.arange(r)
     # the selected pairs are the certified RFF integers times the exact rescale B
-    np.testing.assert_array_equal(np.take_along_axis(q[:, :mp], cols, 1), B * np.take_along_axis(full[:, :mp], cols, 1))
-    np.testing.assert_array_equal(np.take_along_axis(q[:, mp:], cols, 1), B * np.take_along_axis(full[:, mp:], cols, 1))
+    np.testing.assert_array_equal(
+        np.take_along_axis(q[:, :mp], cols, 1), B * np.take_along_axis(full[:, :mp], cols, 1)
+    )
+    np.testing.assert_array_equal(
+        np.take_along_axis(q[:, mp:], cols, 1), B * np.take_along_axis(full[:, mp:], cols, 1)
+    )
     # and nothing else is set
     mask = np.zeros((400, mp), dtype=bool)
     np.put_along_axis(mask, cols, True, axis=1)
@@ -190,5 +198,7 @@ def test_kde_reads_a_subsampled_sketch_like_an_rff_sketch():
     Q = np.random.default_rng(7).normal(size=(50, 2)) * 0.5
     sk_sub = dps.Sketch(feature_map=fm, sum_units=np.array(fm.fixed_sum(X), dtype=np.int64), count=20_000)
     base = fm.base_map
-    sk_full = dps.Sketch(feature_map=base, sum_units=np.array(base.fixed_sum(X), dtype=np.int64), count=20_000)
+    sk_full = dps.Sketch(
+        feature_map=base, sum_units=np.array(base.fixed_sum(X), dtype=np.int64), count=20_000
+    )
     np.testing.assert_allclose(dps.KDE(sk_sub)(Q), dps.KDE(sk_full)(Q), atol=0.03)
