@@ -17,7 +17,7 @@ the box. ``--quick``: k = 3, d = 2, n = 20 000, ε ∈ {0.1, 1}, 1 trial.
 
 Usage: ``python examples/ckm_fig1_kmeans.py [--quick] [--out DIR]``
 Writes ``DIR/ckm_fig1_kmeans.png`` and ``.csv`` (columns: method, epsilon, relative_sse_median,
-relative_sse_worst, trials); DIR defaults to ``examples/output``.
+relative_sse_worst, trials); DIR defaults to ``./opendp-sketch-output`` (``examples/output`` holds the committed reference runs).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import time
 import numpy as np
 import opendp.prelude as dp
 import polars as pl
+from _setup import DEFAULT_OUT, require_matplotlib  # noqa: E402 - examples/ is on sys.path when run
 from scipy.cluster.vq import kmeans2
 
 import opendp_sketch as dps
@@ -128,10 +129,9 @@ def plot(table: pl.DataFrame, cfg: dict, path: pathlib.Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
-    parser.add_argument(
-        "--out", default=str(pathlib.Path(__file__).parent / "output"), help="output directory"
-    )
+    parser.add_argument("--out", default=DEFAULT_OUT, help="output directory")
     args = parser.parse_args()
+    require_matplotlib()
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL
     out = pathlib.Path(args.out)

@@ -1,6 +1,6 @@
 """Private kernel density of a 1-D mixture from one RFF sketch, at three privacy levels.
 
-Writes ``examples/output/kde_from_sketch.png`` and ``.csv``. Runs in a few seconds:
+Writes ``opendp-sketch-output/kde_from_sketch.png`` and ``.csv``. Runs in a few seconds:
 
     python examples/kde_from_sketch.py [--n 200000] [--quick] [--out DIR]
 
@@ -18,11 +18,12 @@ import pathlib
 
 import numpy as np
 import opendp.prelude as dp
+from _setup import DEFAULT_OUT  # noqa: E402 - examples/ is on sys.path when run
 
 import opendp_sketch as dps
 
 
-def main(n: int = 200_000, out_dir: str = "examples/output") -> pathlib.Path:
+def main(n: int = 200_000, out_dir: str = DEFAULT_OUT) -> pathlib.Path:
     dp.enable_features("contrib", "honest-but-curious")
     rng = np.random.default_rng(0)
     X = np.where(rng.random(n) < 0.3, rng.normal(0.25, 0.05, n), rng.normal(0.65, 0.1, n))[:, None]
@@ -77,6 +78,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--quick", action="store_true", help="smoke run with n = 20,000")
-    ap.add_argument("--out", default="examples/output")
+    ap.add_argument("--out", default=DEFAULT_OUT)
     a = ap.parse_args()
     main(20_000 if a.quick else a.n, a.out)

@@ -16,7 +16,7 @@ same data. ``--quick``: n = 4 000, R = 400, ε ∈ {1}, 1 release.
 
 Usage: ``python examples/race_regression.py [--quick] [--out DIR]``
 Writes ``DIR/race_regression.png`` and ``.csv`` (columns: noise, epsilon, test_mse, mse_ratio,
-releases); DIR defaults to ``examples/output``.
+releases); DIR defaults to ``./opendp-sketch-output`` (``examples/output`` holds the committed reference runs).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import time
 import numpy as np
 import opendp.prelude as dp
 import polars as pl
+from _setup import DEFAULT_OUT, require_matplotlib  # noqa: E402 - examples/ is on sys.path when run
 
 import opendp_sketch as dps
 
@@ -106,10 +107,9 @@ def plot(table: pl.DataFrame, path: pathlib.Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
-    parser.add_argument(
-        "--out", default=str(pathlib.Path(__file__).parent / "output"), help="output directory"
-    )
+    parser.add_argument("--out", default=DEFAULT_OUT, help="output directory")
     args = parser.parse_args()
+    require_matplotlib()
     dp.enable_features("contrib", "honest-but-curious")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

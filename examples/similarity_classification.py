@@ -28,7 +28,7 @@ Usage: ``python examples/similarity_classification.py [--quick] [--out DIR]``
 Writes ``DIR/similarity_classification.png`` and ``.csv`` (columns: method, epsilon,
 accuracy_mean, accuracy_min, accuracy_max, build_seconds, predict_seconds, build_ratio,
 releases; ``build_ratio`` = build time ÷ the softmax regression's training time in the same
-run); DIR defaults to ``examples/output``.
+run); DIR defaults to ``./opendp-sketch-output`` (``examples/output`` holds the committed reference runs).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import opendp.prelude as dp
 import polars as pl
 import scipy.optimize
 import scipy.special
+from _setup import DEFAULT_OUT, require_matplotlib  # noqa: E402 - examples/ is on sys.path when run
 
 import opendp_sketch as dps
 
@@ -220,8 +221,13 @@ def plot(table: pl.DataFrame, path: pathlib.Path, n: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="seconds-long smoke run (small n, few ε)")
-    ap.add_argument("--out", default="examples/output", help="output directory (default: examples/output)")
+    ap.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help="output directory (default: ./opendp-sketch-output; the committed reference runs are in examples/output)",
+    )
     args = ap.parse_args(argv)
+    require_matplotlib()
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL
     out = pathlib.Path(args.out)

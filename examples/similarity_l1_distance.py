@@ -19,7 +19,7 @@ levels (1,024 leaves), 1,000 evenly spaced queries in [0, 1], ε ∈ {0.01, 0.03
 
 Usage: ``python examples/similarity_l1_distance.py [--quick] [--out DIR]``
 Writes ``DIR/similarity_l1_distance.png`` and ``.csv`` (columns: dim, method, epsilon,
-mean_relative_error, releases); DIR defaults to ``examples/output``.
+mean_relative_error, releases); DIR defaults to ``./opendp-sketch-output`` (``examples/output`` holds the committed reference runs).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import time
 import numpy as np
 import opendp.prelude as dp
 import polars as pl
+from _setup import DEFAULT_OUT, require_matplotlib  # noqa: E402 - examples/ is on sys.path when run
 
 import opendp_sketch as dps
 
@@ -125,8 +126,13 @@ def plot(table: pl.DataFrame, curves: dict[str, np.ndarray], path: pathlib.Path,
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="seconds-long smoke run (small n, few ε)")
-    ap.add_argument("--out", default="examples/output", help="output directory (default: examples/output)")
+    ap.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help="output directory (default: ./opendp-sketch-output; the committed reference runs are in examples/output)",
+    )
     args = ap.parse_args(argv)
+    require_matplotlib()
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL
     out = pathlib.Path(args.out)

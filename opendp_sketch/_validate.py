@@ -156,11 +156,17 @@ def check_column_names(names: Any) -> list[str] | None:
     return list(names)
 
 
-def impute_values(impute: Any, num_columns: int) -> np.ndarray:
-    """Public NaN replacements: one finite number, or one per column, as a float64 vector.
+def impute_values(impute: Any, num_columns: int, bounds: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Public NaN replacements: one finite number, or one per column, as a float64 vector; with
+    ``bounds``, each inside its column's public range (an outside value would be silently
+    clipped to the bound, which is not what the curator asked for).
 
     >>> impute_values(0.5, 2)
     array([0.5, 0.5])
+    >>> impute_values(0, 1, (np.array([950.0]), np.array([1060.0])))
+    Traceback (most recent call last):
+        ...
+    ValueError: impute (0) must lie inside the public bounds of every column; column 0 is [950.0, 1060.0]
     """
     try:
         fill = np.broadcast_to(np.asarray(impute, dtype=np.float64), (num_columns,)).copy()
@@ -168,6 +174,15 @@ def impute_values(impute: Any, num_columns: int) -> np.ndarray:
         raise ValueError(f"impute ({impute!r}) must be one number or {num_columns} numbers") from None
     if not np.isfinite(fill).all():
         raise ValueError(f"impute values must be finite (got {impute!r})")
+    if bounds is not None:
+        lo, hi = (np.broadcast_to(np.asarray(b, dtype=np.float64), (num_columns,)) for b in bounds)
+        outside = np.flatnonzero((fill < lo) | (fill > hi))
+        if outside.size:
+            j = int(outside[0])
+            raise ValueError(
+                f"impute ({impute!r}) must lie inside the public bounds of every column; "
+                f"column {j} is [{lo[j]}, {hi[j]}]"
+            )
     return fill
 
 

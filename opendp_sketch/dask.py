@@ -206,7 +206,7 @@ def _check_impute(impute: Any, desc: DaskBoxDomain, input_domain: dp.Domain) -> 
                 f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
             )
         return None
-    return impute_values(impute, desc.num_columns)
+    return impute_values(impute, desc.num_columns, desc.bounds)
 
 
 def sum_and_count_dask(

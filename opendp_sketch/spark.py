@@ -289,7 +289,7 @@ def _check_impute(impute: Any, desc: SparkBoxDomain, input_domain: dp.Domain) ->
                 f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
             )
         return None
-    return impute_values(impute, desc.num_columns)
+    return impute_values(impute, desc.num_columns, desc.bounds)
 
 
 def _portable(feature_map: FeatureMap) -> str:

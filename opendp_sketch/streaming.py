@@ -77,7 +77,7 @@ def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = Non
     if not names or len(set(names)) != len(names):
         raise ValueError(f"column_names ({list(names)}) must be distinct and non-empty")
     lo, hi = check_bounds(bounds, len(names))
-    fill = None if impute is None else impute_values(impute, len(names))
+    fill = None if impute is None else impute_values(impute, len(names), (lo, hi))
     desc = FrameBoxDomain(
         lower=tuple(lo.tolist()),
         upper=tuple(hi.tolist()),

@@ -158,7 +158,7 @@ def make_box_clip(
         raise ValueError(f"bounds have {lo.size} columns but input_domain has {desc.num_columns}")
     fill = None
     if impute is not None:
-        fill = impute_values(impute, lo.size)
+        fill = impute_values(impute, lo.size, (lo, hi))
     elif desc.nan:
         raise ValueError(
             f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
@@ -367,7 +367,7 @@ def make_clamped_sum_and_count(
     lo, hi = check_bounds(bounds, feature_map.input_dim)
     if desc.num_columns is not None and desc.num_columns != lo.size:
         raise ValueError(f"bounds have {lo.size} columns but input_domain has {desc.num_columns}")
-    fill = None if impute is None else impute_values(impute, lo.size)
+    fill = None if impute is None else impute_values(impute, lo.size, (lo, hi))
     check_chunking(chunk_rows, n_jobs)
 
     def function(x: np.ndarray) -> tuple[np.ndarray, int]:

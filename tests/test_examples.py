@@ -86,12 +86,27 @@ def test_kde_from_sketch_quick_run(tmp_path: pathlib.Path) -> None:
 
 
 def test_examples_are_standalone() -> None:
-    """The scripts import only the package, OpenDP, numpy, Polars, SciPy, matplotlib and the
-    standard library (they must run from a plain install with the plot extra)."""
-    allowed = {"opendp_sketch", "opendp", "numpy", "polars", "scipy", "matplotlib"}
+    """The scripts import only the package, OpenDP, numpy, Polars, SciPy, matplotlib, the
+    standard library and their shared ``_setup`` (they must run from a plain install with the
+    plot extra)."""
+    allowed = {"opendp_sketch", "opendp", "numpy", "polars", "scipy", "matplotlib", "_setup"}
     for script in sorted((ROOT / "examples").glob("*.py")):
         for line in script.read_text().splitlines():
             words = line.split()
             if line.startswith(("import ", "from ")) and words[1] != "__future__":
                 top = words[1].split(".")[0]
                 assert top in allowed or top in sys.stdlib_module_names, f"{script.name}: {line}"
+
+
+def test_examples_write_outside_the_repository_by_default(tmp_path) -> None:
+    """Without --out a script writes to ./opendp-sketch-output, never into examples/output."""
+    before = sorted(p.name for p in (ROOT / "examples" / "output").iterdir())
+    subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "race_regression.py"), "--quick"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    assert (tmp_path / "opendp-sketch-output").is_dir()
+    assert sorted(p.name for p in (ROOT / "examples" / "output").iterdir()) == before

@@ -610,3 +610,17 @@ def test_a_release_whose_noise_swamps_the_data_warns_before_releasing(monkeypatc
         with pytest.raises(UserWarning, match="mostly noise"):
             dps.release_sketch(X, fm, (0, 1), epsilon=1e-6)
     assert released == [1]  # the warning came before the noisy release (here raised: nothing released)
+
+
+def test_an_impute_value_outside_the_public_range_is_refused():
+    """A pressure column bounded [950, 1060] cannot impute 0 (it used to be clipped to 950 silently)."""
+    X = np.full((10, 1), 1000.0)
+    X[3, 0] = np.nan
+    fm = dps.Histogram(bounds=(950.0, 1060.0), bins=4, dim=1)
+    with pytest.raises(
+        ValueError, match=r"impute \(0\) must lie inside the public bounds .* \[950.0, 1060.0\]"
+    ):
+        dps.release_sketch(X, fm, (950.0, 1060.0), epsilon=1.0, impute=0)
+    with pytest.raises(ValueError, match="must lie inside the public bounds"):
+        dps.frame_box_domain((950.0, 1060.0), ["p"], impute=0)
+    assert isinstance(dps.release_sketch(X, fm, (950.0, 1060.0), epsilon=1.0, impute=1000.0), dps.Sketch)
