@@ -156,7 +156,9 @@ def check_column_names(names: Any) -> list[str] | None:
     return list(names)
 
 
-def impute_values(impute: Any, num_columns: int, bounds: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def impute_values(
+    impute: Any, num_columns: int, bounds: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
     """Public NaN replacements: one finite number, or one per column, as a float64 vector; with
     ``bounds``, each inside its column's public range (an outside value would be silently
     clipped to the bound, which is not what the curator asked for).
