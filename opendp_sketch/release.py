@@ -817,8 +817,22 @@ def _release_table(
             domain, dp.symmetric_distance(), budget.measure, fm, scale, count_fraction, chunk_rows, n_jobs
         )
 
-    meas = search_measurement(build, budget, contributions, fm.sensitivity(budget.p))
-    warn_if_noise_swamps(budget, contributions, fm, rows)
+    return _release_streamed(build, frame, fm, budget, contributions, rows, progress)
+
+
+def _release_streamed(
+    build: Callable[[float], dp.Measurement],
+    frame: Any,
+    feature_map: FeatureMap,
+    budget: Budget,
+    contributions: int,
+    rows: int,
+    progress: Callable[[int, int], None] | None,
+) -> Sketch:
+    """Search the scale, warn if the noise would swamp ``rows`` rows, then release the streamed
+    ``frame`` once, reporting ``progress(rows_done, rows)`` after each batch."""
+    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    warn_if_noise_swamps(budget, contributions, feature_map, rows)
     if progress is None:
         return release_once(meas, frame, budget, contributions)
     done = 0
@@ -893,19 +907,7 @@ def _release_frame(
             n_jobs,
         )
 
-    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
-    warn_if_noise_swamps(budget, contributions, feature_map, rows)
-    if progress is None:
-        return release_once(meas, frame, budget, contributions)
-    done = 0
-
-    def advance(batch: int) -> None:
-        nonlocal done
-        done += batch
-        progress(done, rows)
-
-    with report_progress(advance):
-        return release_once(meas, frame, budget, contributions)
+    return _release_streamed(build, frame, feature_map, budget, contributions, rows, progress)
 
 
 def release_dask_sketch(
