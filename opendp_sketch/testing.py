@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._bounds import check_bounds
+from ._validate import check_bounds
 from ._fixed import sqrt_up
 from .features.base import FeatureMap, feature_map_from_dict
 from .features.byclass import ByClass

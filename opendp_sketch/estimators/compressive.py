@@ -34,7 +34,7 @@ import scipy.optimize
 import scipy.special
 from threadpoolctl import threadpool_limits
 
-from .._bounds import check_bounds
+from .._validate import check_bounds
 from ..features.base import FeatureMap
 from ..features.rff import RFF, QuantizedRFF
 from ..sketch import Sketch
