@@ -72,23 +72,23 @@ from .release import (
     auto_feature_map,
     make_private_dask_sketch,
     make_private_sketch,
+    make_private_spark_sketch,
     release_dask_sketch,
     release_sketch,
     release_smooth_sketches,
+    release_spark_sketch,
     then_private_dask_sketch,
     then_private_sketch,
+    then_private_spark_sketch,
 )
 from .schema import Boolean, Categorical, Numeric, Schema
 from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
 from .sketch import Sketch, SketchFormatError, SketchSignatureError
 from .spark import (  # pyspark itself is imported only when a Spark function runs
     SparkBoxDomain,
-    make_private_spark_sketch,
     make_spark_feature_sum,
     make_spark_sum_and_count,
-    release_spark_sketch,
     spark_box_domain,
-    then_private_spark_sketch,
     then_spark_feature_sum,
 )
 from .streaming import (

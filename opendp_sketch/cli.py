@@ -238,6 +238,10 @@ def _release(args: argparse.Namespace) -> int:
 
 #: Python keyword → the CLI flag that sets it, so errors name what the user can type
 _FLAGS = {
+    "impute value (Numeric(..., impute=v)) or null='category' / a label to read them as": (
+        'impute value ("impute": v in the schema file, or --impute v for every numeric column) or '
+        '"null": "category" / a label to read them as'
+    ),
     "impute=<public value>": "--impute <public value>",
     "impute=<public value(s)>": "--impute <public value>",
     "impute=": "--impute ",

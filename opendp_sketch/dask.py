@@ -28,7 +28,7 @@ import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
 from ._fixed import Accumulator
-from ._validate import check_bounds, impute_values, require_symmetric
+from ._validate import check_bounds, require_symmetric
 from .domains import DaskBoxDomain
 from .features.base import FeatureMap, feature_map_from_dict
 from .transformations import I64_MAX, pair_parts, pair_transformation
@@ -199,16 +199,6 @@ def _sum_and_count(
 # -- transformations --------------------------------------------------------------------------
 
 
-def _check_impute(impute: Any, desc: DaskBoxDomain, input_domain: dp.Domain) -> np.ndarray | None:
-    if impute is None:
-        if desc.nan:
-            raise ValueError(
-                f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
-            )
-        return None
-    return impute_values(impute, desc.num_columns, desc.bounds)
-
-
 def sum_and_count_dask(
     data: Any,
     input_domain: dp.Domain,
@@ -221,7 +211,7 @@ def sum_and_count_dask(
     computes), optionally reporting in ``found`` whether NaN and ±inf occurred — for the
     curator's refusal before noising, never part of a release. Never raises on values."""
     desc = _dask_descriptor(input_domain)
-    fill = _check_impute(impute, desc, input_domain)
+    fill = desc.fill(impute, input_domain)
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
     portable = feature_map_from_dict(feature_map.to_dict())
     return _sum_and_count(data, desc, portable, fill, n_jobs, found)
@@ -275,7 +265,7 @@ def make_dask_sum_and_count(
         )
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
         raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
-    fill = _check_impute(impute, desc, input_domain)
+    fill = desc.fill(impute, input_domain)
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
     portable = feature_map_from_dict(feature_map.to_dict())
     return pair_transformation(

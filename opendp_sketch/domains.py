@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import opendp.prelude as dp
 
-from ._validate import check_bounds
+from ._validate import check_bounds, impute_values
 from .features.base import FeatureMap
 from .features.byclass import ByClass
 
@@ -21,6 +21,7 @@ __all__ = [
     "BoxDescriptor",
     "NPArray2BoxDomain",
     "FrameBoxDomain",
+    "ClusterBoxDomain",
     "DaskBoxDomain",
     "TableDomain",
     "box_domain",
@@ -70,13 +71,31 @@ class FrameBoxDomain(BoxDescriptor):
 
 
 @dataclass(frozen=True, kw_only=True)
-class DaskBoxDomain(BoxDescriptor):
-    """Descriptor of :func:`~opendp_sketch.dask_box_domain`: 2-D Dask collections."""
+class ClusterBoxDomain(BoxDescriptor):
+    """What the cluster backends (Dask, Spark) add: whether a one-call release accepts NaN and
+    ``±inf``, which the one pass over the cluster reports so the client refuses them before the
+    noise is drawn."""
 
     nan: bool
-    """whether a one-call release accepts NaN (then it needs ``impute``)"""
+    """whether a one-call release accepts null/NaN (then it needs ``impute``)"""
     inf: bool
     """whether a one-call release accepts ``±inf`` (clipped to the bounds)"""
+
+    def fill(self, impute: Any, input_domain: dp.Domain) -> np.ndarray | None:
+        """The public per-column values replacing null/NaN (``None``: the lower bound), checked
+        against the box; a domain that admits NaN needs them."""
+        if impute is None:
+            if self.nan:
+                raise ValueError(
+                    f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
+                )
+            return None
+        return impute_values(impute, self.num_columns, self.bounds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaskBoxDomain(ClusterBoxDomain):
+    """Descriptor of :func:`~opendp_sketch.dask_box_domain`: 2-D Dask collections."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,8 +47,11 @@ __all__ = [
     "search_measurement",
     "make_private_dask_sketch",
     "then_private_dask_sketch",
+    "make_private_spark_sketch",
+    "then_private_spark_sketch",
     "release_sketch",
     "release_dask_sketch",
+    "release_spark_sketch",
     "release_smooth_sketches",
     "memory_source",
     "auto_feature_map",
@@ -420,19 +423,77 @@ def make_private_dask_sketch(
     """
     from .dask import make_dask_sum_and_count
 
-    dp.assert_features("contrib", "honest-but-curious")
-    mechanism_of(output_measure)
-    key = ("dask", str(input_domain), str(input_metric), repr(impute), n_jobs)
-    cache = feature_map.__dict__.setdefault("_source_cache", {})
-    if key not in cache:
-        cache[key] = make_dask_sum_and_count(
-            input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs
-        )
-    pair = cache[key]
+    pair = _cluster_pair(
+        make_dask_sum_and_count, input_domain, input_metric, output_measure, feature_map, impute, n_jobs
+    )
     return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, count_fraction)
 
 
 then_private_dask_sketch = to_then(make_private_dask_sketch)
+
+
+def make_private_spark_sketch(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    scale: float,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> dp.Measurement:
+    r""":func:`make_private_sketch` for a Spark DataFrame: one Spark job for the exact
+    ``(sum, count)`` pair (:func:`~opendp_sketch.make_spark_sum_and_count`), then the same noise,
+    budget split and privacy map at the same ``scale``.
+
+    :param input_domain: a :func:`~opendp_sketch.spark_box_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
+    :param feature_map: the public feature map
+    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)``
+    :param count_fraction: share of the loss spent on the count, in ``(0, 1)``
+    :param impute: public value(s) replacing null/NaN (without: the lower bound)
+    :param n_jobs: threads inside each partition task
+    :return: a Measurement whose release is a :class:`~opendp_sketch.Sketch`
+    :example:
+
+    >>> import opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
+    >>> m = dps.make_private_spark_sketch(dps.spark_box_domain((0.0, 1.0), ["x"]),
+    ...     dp.symmetric_distance(), dp.max_divergence(), feature_map=fm, scale=2.0)
+    >>> m.map(1)  # Δ₁ = 1, scale 2, 2% for the count: 0.5 / 0.98
+    0.510204...
+    """
+    from .spark import make_spark_sum_and_count
+
+    pair = _cluster_pair(
+        make_spark_sum_and_count, input_domain, input_metric, output_measure, feature_map, impute, n_jobs
+    )
+    return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, count_fraction)
+
+
+then_private_spark_sketch = to_then(make_private_spark_sketch)
+
+
+def _cluster_pair(
+    make: Callable[..., dp.Transformation],
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    output_measure: dp.Measure,
+    feature_map: FeatureMap,
+    impute: Any,
+    n_jobs: int | None,
+) -> dp.Transformation:
+    """A cluster backend's ``(sum, count)`` transformation, cached on the feature map like
+    :func:`_pair_source` (it does not depend on the scale a search varies)."""
+    dp.assert_features("contrib", "honest-but-curious")
+    mechanism_of(output_measure)
+    key = (make.__name__, str(input_domain), str(input_metric), repr(impute), n_jobs)
+    cache = feature_map.__dict__.setdefault("_source_cache", {})
+    if key not in cache:
+        cache[key] = make(input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs)
+    return cache[key]
 
 
 # -- the one scale search ------------------------------------------------------------------
@@ -968,17 +1029,93 @@ def release_dask_sketch(
     domain = dask_box_domain((lo, hi), num_columns=d, column_names=names, nan=impute is not None, inf=False)
     pair = make_dask_sum_and_count(domain, dp.symmetric_distance(), feature_map, impute=impute, n_jobs=n_jobs)
 
+    def compute(found: dict[str, bool]) -> tuple[np.ndarray, int]:
+        return sum_and_count_dask(data, domain, feature_map, impute, n_jobs, found)
+
+    return _release_on_cluster(pair, compute, feature_map, budget, contributions, count_fraction, impute)
+
+
+def release_spark_sketch(
+    data: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    column_names: Sequence[str] | None = None,
+    contributions: int = 1,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    impute: float | Sequence[float] | None = None,
+    n_jobs: int | None = 1,
+) -> Sketch:
+    r""":func:`release_sketch` for a Spark DataFrame, in one Spark job.
+
+    Same budgets (``epsilon``; ``epsilon`` + ``delta``; ``rho``), same noise, same scale search,
+    and the sketch equals in distribution the one ``release_sketch`` gives on the same rows.
+    Everything is checked on the driver from the DataFrame's schema before any job runs: the
+    type, the columns (present, numeric or boolean, as many as the map expects), the bounds,
+    ``impute`` and the budget. The single job computes the exact ``(sum, count)`` pair and
+    whether the data holds null/NaN (without ``impute``) or ``±inf``; such data, and an empty
+    DataFrame, are refused on the driver **before** the noise is drawn. A refused call releases
+    nothing, and no error shows a data value.
+
+    :param data: a ``pyspark.sql.DataFrame``
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+    :param epsilon: ε
+    :param delta: δ (switches to Gaussian noise)
+    :param rho: ρ for zCDP (Gaussian noise)
+    :param column_names: the columns to use, in the map's order (default: all columns)
+    :param contributions: rows one individual may contribute (the privacy unit)
+    :param count_fraction: share of the budget for the count
+    :param impute: public value(s) replacing null/NaN; without it null/NaN/inf are refused
+    :param n_jobs: threads inside each partition task
+    :return: the released :class:`~opendp_sketch.Sketch`
+    :raises ValueError: on bad parameters or data (nothing is released)
+    """
+    from .spark import check_spark_frame, make_spark_sum_and_count, spark_box_domain, sum_and_count_spark
+
+    count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
+    budget = Budget.of(epsilon, delta, rho)
+    names = check_spark_frame(data, feature_map.input_dim, column_names)
+    lo, hi = box_data_bounds(bounds, feature_map)
+    domain = spark_box_domain((lo, hi), column_names=names, nan=impute is not None, inf=False)
+    pair = make_spark_sum_and_count(
+        domain, dp.symmetric_distance(), feature_map, impute=impute, n_jobs=n_jobs
+    )
+
+    def compute(found: dict[str, bool]) -> tuple[np.ndarray, int]:
+        return sum_and_count_spark(data, domain, feature_map, impute, n_jobs, found)
+
+    return _release_on_cluster(pair, compute, feature_map, budget, contributions, count_fraction, impute)
+
+
+def _release_on_cluster(
+    pair: dp.Transformation,
+    compute: Callable[[dict[str, bool]], tuple[np.ndarray, int]],
+    feature_map: FeatureMap,
+    budget: Budget,
+    contributions: int,
+    count_fraction: float,
+    impute: Any,
+) -> Sketch:
+    """The one-call release on a cluster: search the scale (every parameter is checked before
+    the data is touched), run the one pass, refuse null/NaN without ``impute``, ``±inf`` and an
+    empty table on the client before the noise is drawn, then noise the computed pair."""
+
     def build(scale: float) -> dp.Measurement:
         return make_noisy_sketch(pair, budget.measure, feature_map, scale, count_fraction)
 
-    # every parameter is checked (by the search) before the one pass over the data
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
     found: dict[str, bool] = {}
-    value = sum_and_count_dask(data, domain, feature_map, impute, n_jobs, found)
+    value = compute(found)
     if found["nan"] and impute is None:
-        raise ValueError("data contains NaN; clean it or pass impute=<public value>")
+        raise ValueError("data contains null or NaN values; clean them or pass impute=<public value>")
     if found["inf"]:
-        raise ValueError("data contains infinite values; clean it (impute replaces NaN only)")
+        raise ValueError("data contains infinite values; clean them (impute replaces null/NaN only)")
+    if value[1] == 0:
+        raise ValueError("data is empty (0 rows)")
     # the pair is 1-stable in the rows: noising the computed pair is the chained measurement
     return release_once(meas, value, budget, contributions)
 

@@ -7,8 +7,9 @@ What runs where:
   exact integer feature sum ``Σ q(x)`` (:meth:`~opendp_sketch.FeatureMap.fixed_sum`) plus the row
   count — Python ints sent back as decimal text, no noise; no row leaves the executor;
 * **driver**: add the per-partition totals exactly (Python ints), saturate to int64 as the
-  single-process path does; the release layer (:mod:`opendp_sketch.release`) then draws the
-  noise **once** with OpenDP's own mechanisms.
+  single-process path does; the release layer (:mod:`opendp_sketch.release`:
+  ``make_private_spark_sketch``, ``release_spark_sketch``) then draws the noise **once** with
+  OpenDP's own mechanisms.
 
 Every row lives in exactly one partition and integer addition is exact and order-free, so the
 combined sum is identical to ``feature_map.fixed_sum`` of the clipped rows in one process,
@@ -30,20 +31,17 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
 from ._fixed import Accumulator
-from ._validate import check_bounds, impute_values, require_symmetric
-from .domains import BoxDescriptor
+from ._validate import check_bounds, require_symmetric
+from .domains import ClusterBoxDomain
 from .features.base import FeatureMap, feature_map_from_dict
 from .transformations import I64_MAX, pair_parts, pair_transformation
-
-if TYPE_CHECKING:
-    from .sketch import Sketch
 
 __all__ = [
     "spark_box_domain",
@@ -51,9 +49,6 @@ __all__ = [
     "make_spark_sum_and_count",
     "make_spark_feature_sum",
     "then_spark_feature_sum",
-    "make_private_spark_sketch",
-    "then_private_spark_sketch",
-    "release_spark_sketch",
     "sum_and_count_spark",
     "check_spark_frame",
 ]
@@ -66,13 +61,8 @@ _RESULT_SCHEMA = "sums string, rows long, nan boolean, inf boolean"
 
 
 @dataclass(frozen=True, kw_only=True)
-class SparkBoxDomain(BoxDescriptor):
+class SparkBoxDomain(ClusterBoxDomain):
     """Descriptor of :func:`spark_box_domain`: Spark DataFrames with named numeric columns."""
-
-    nan: bool
-    """whether a one-call release accepts null/NaN (then it needs ``impute``)"""
-    inf: bool
-    """whether a one-call release accepts ``±inf`` (clipped to the bounds)"""
 
 
 def _is_spark_frame(x: Any) -> bool:
@@ -282,16 +272,6 @@ def _sum_and_count(
 # -- transformations --------------------------------------------------------------------------
 
 
-def _check_impute(impute: Any, desc: SparkBoxDomain, input_domain: dp.Domain) -> np.ndarray | None:
-    if impute is None:
-        if desc.nan:
-            raise ValueError(
-                f"input_domain ({input_domain}) permits NaN: pass impute=<public value> or use nan=False"
-            )
-        return None
-    return impute_values(impute, desc.num_columns, desc.bounds)
-
-
 def _portable(feature_map: FeatureMap) -> str:
     """The map's JSON spec for the executors, checked here: it must rebuild the same map."""
     spec = json.dumps(feature_map.to_dict())
@@ -312,7 +292,7 @@ def sum_and_count_spark(
     computes), optionally reporting in ``found`` whether null/NaN and ±inf occurred — for the
     curator's refusal before noising, never part of a release. Never raises on values."""
     desc = _spark_descriptor(input_domain)
-    fill = _check_impute(impute, desc, input_domain)
+    fill = desc.fill(impute, input_domain)
     return _sum_and_count(data, desc, _portable(feature_map), feature_map.num_features, fill, n_jobs, found)
 
 
@@ -360,7 +340,7 @@ def make_spark_sum_and_count(
         )
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
         raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
-    fill = _check_impute(impute, desc, input_domain)
+    fill = desc.fill(impute, input_domain)
     spec, m = _portable(feature_map), feature_map.num_features
     return pair_transformation(
         input_domain, input_metric, feature_map, lambda x: _sum_and_count(x, desc, spec, m, fill, n_jobs)
@@ -429,136 +409,3 @@ def check_spark_frame(data: Any, d: int, column_names: Sequence[str] | None) -> 
     if len(cols) != d:
         raise ValueError(f"data has {len(cols)} columns but the feature map expects {d}")
     return cols
-
-
-# -- the release layer's Spark entry points (noise: opendp_sketch.release only) ---------------
-
-
-def make_private_spark_sketch(
-    input_domain: dp.Domain,
-    input_metric: dp.Metric,
-    output_measure: dp.Measure,
-    feature_map: FeatureMap,
-    scale: float,
-    count_fraction: float | None = None,
-    impute: float | Sequence[float] | None = None,
-    n_jobs: int | None = 1,
-) -> dp.Measurement:
-    r""":func:`~opendp_sketch.make_private_sketch` for a Spark DataFrame: one Spark job for the
-    exact ``(sum, count)`` pair (:func:`make_spark_sum_and_count`), then the release layer's noise
-    (:func:`~opendp_sketch.release.make_noisy_sketch`): the same budget split and privacy map at
-    the same ``scale``.
-
-    :param input_domain: a :func:`spark_box_domain`
-    :param input_metric: ``dp.symmetric_distance()``
-    :param output_measure: ``dp.max_divergence()`` or ``dp.zero_concentrated_divergence()``
-    :param feature_map: the public feature map
-    :param scale: noise scale of each coordinate of ``Σ Φ̃(x_i)``
-    :param count_fraction: share of the loss spent on the count, in ``(0, 1)`` (default: the
-        release layer's, 2%)
-    :param impute: public value(s) replacing null/NaN (without: the lower bound)
-    :param n_jobs: threads inside each partition task
-    :return: a Measurement whose release is a :class:`~opendp_sketch.Sketch`
-    :example:
-
-    >>> import opendp.prelude as dp, opendp_sketch as dps
-    >>> dp.enable_features("contrib", "honest-but-curious")
-    >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
-    >>> m = dps.make_private_spark_sketch(dps.spark_box_domain((0.0, 1.0), ["x"]),
-    ...     dp.symmetric_distance(), dp.max_divergence(), feature_map=fm, scale=2.0)
-    >>> m.map(1)  # Δ₁ = 1, scale 2, 2% for the count: 0.5 / 0.98
-    0.510204...
-    """
-    from .release import DEFAULT_COUNT_FRACTION, make_noisy_sketch, mechanism_of
-
-    dp.assert_features("contrib", "honest-but-curious")
-    mechanism_of(output_measure)
-    # the pair does not depend on the scale: cached so scale searches build it once
-    key = ("spark", str(input_domain), str(input_metric), repr(impute), n_jobs)
-    cache = feature_map.__dict__.setdefault("_source_cache", {})
-    if key not in cache:
-        cache[key] = make_spark_sum_and_count(
-            input_domain, input_metric, feature_map, impute=impute, n_jobs=n_jobs
-        )
-    pair = cache[key]
-    fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
-    return pair >> make_noisy_sketch(pair, output_measure, feature_map, scale, fraction)
-
-
-then_private_spark_sketch = to_then(make_private_spark_sketch)
-
-
-def release_spark_sketch(
-    data: Any,
-    feature_map: FeatureMap,
-    bounds: Any,
-    *,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    rho: float | None = None,
-    column_names: Sequence[str] | None = None,
-    contributions: int = 1,
-    count_fraction: float | None = None,
-    impute: float | Sequence[float] | None = None,
-    n_jobs: int | None = 1,
-) -> Sketch:
-    r""":func:`~opendp_sketch.release_sketch` for a Spark DataFrame, in one Spark job.
-
-    Same budgets (``epsilon``; ``epsilon`` + ``delta``; ``rho``), same noise, same scale search
-    (:mod:`opendp_sketch.release`), and the sketch equals in distribution the one
-    ``release_sketch`` gives on the same rows. Everything is checked on the driver from the
-    schema before any job runs: the type, the columns (present, numeric or boolean, as many as
-    the map expects), the bounds, ``impute`` and the budget. The single job computes the exact
-    ``(sum, count)`` pair and whether the data holds null/NaN (without ``impute``) or ``±inf``;
-    such data, and an empty DataFrame, are refused on the driver **before** the noise is drawn.
-    A refused call releases nothing, and no error shows a data value.
-
-    :param data: a ``pyspark.sql.DataFrame``
-    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
-    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
-    :param epsilon: ε
-    :param delta: δ (switches to Gaussian noise)
-    :param rho: ρ for zCDP (Gaussian noise)
-    :param column_names: the columns to use, in the map's order (default: all columns)
-    :param contributions: rows one individual may contribute (the privacy unit)
-    :param count_fraction: share of the budget for the count (default: 2%)
-    :param impute: public value(s) replacing null/NaN; without it null/NaN/inf are refused
-    :param n_jobs: threads inside each partition task
-    :return: the released :class:`~opendp_sketch.Sketch`
-    :raises ValueError: on bad parameters or data (nothing is released)
-    """
-    from .domains import box_data_bounds
-    from .release import (
-        DEFAULT_COUNT_FRACTION,
-        Budget,
-        check_release_arguments,
-        make_noisy_sketch,
-        release_once,
-        search_measurement,
-    )
-
-    fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
-    fraction = check_release_arguments(feature_map, contributions, fraction)
-    budget = Budget.of(epsilon, delta, rho)
-    names = check_spark_frame(data, feature_map.input_dim, column_names)
-    lo, hi = box_data_bounds(bounds, feature_map)
-    domain = spark_box_domain((lo, hi), column_names=names, nan=impute is not None, inf=False)
-    pair = make_spark_sum_and_count(
-        domain, dp.symmetric_distance(), feature_map, impute=impute, n_jobs=n_jobs
-    )
-
-    def build(scale: float) -> dp.Measurement:
-        return make_noisy_sketch(pair, budget.measure, feature_map, scale, fraction)
-
-    # every parameter is checked (by the search) before the one job over the data
-    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
-    found: dict[str, bool] = {}
-    value = sum_and_count_spark(data, domain, feature_map, impute, n_jobs, found)
-    if found["nan"] and impute is None:
-        raise ValueError("data contains null or NaN values; clean them or pass impute=<public value>")
-    if found["inf"]:
-        raise ValueError("data contains infinite values; clean them (impute replaces null/NaN only)")
-    if value[1] == 0:
-        raise ValueError("data is empty (0 rows)")
-    # the pair is 1-stable in the rows: noising the computed pair is the chained measurement
-    return release_once(meas, value, budget, contributions)

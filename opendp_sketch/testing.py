@@ -20,8 +20,8 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._validate import check_bounds
 from ._fixed import sqrt_up
+from ._validate import check_bounds
 from .features.base import FeatureMap, feature_map_from_dict
 from .features.byclass import ByClass
 from .features.histogram import DyadicTrees, Histogram
