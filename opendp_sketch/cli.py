@@ -358,11 +358,20 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default unless it has none (``None``) or the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``opendp-sketch``."""
     parser = argparse.ArgumentParser(prog="opendp-sketch", description=_DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _DefaultsShown
     p_demo = sub.add_parser(
         "demo", help="release sketches of generated data and print estimates", formatter_class=fmt
     )
