@@ -4,7 +4,8 @@ The schema is what a curator knows *without* looking at the data. It turns a tab
 unit-free coordinates that every feature map understands the same way, whatever the units:
 
 * a numeric column ``x`` in ``[lower, upper]`` becomes ``(x − lower)/(upper − lower)`` in ``[0, 1]``
-  (clipped; integer columns too);
+  (clipped; integer columns too), or its logarithmic version for a column declared
+  ``scale="log"`` (skewed counts and amounts);
 * a categorical column with ``K`` public labels becomes its code ``0 … K−1`` (a null category,
   if the rule asks for one, is the last code);
 * a boolean column becomes ``0``/``1`` (``2`` for a null category).
@@ -33,6 +34,11 @@ __all__ = ["Schema", "Numeric", "Categorical", "Boolean"]
 
 #: the null rule "null is a category of its own"
 NULL_CATEGORY = "category"
+#: coordinate scales of a numeric column
+SCALES = ("linear", "log")
+#: public knee of the log scale, as a share of the range: resolution near ``lower``
+LOG_KNEE = 1e-3
+_LOG_SPAN = math.log1p(1.0 / LOG_KNEE)
 _MAX_LABELS = 1 << 16
 
 
@@ -40,14 +46,27 @@ _MAX_LABELS = 1 << 16
 class Numeric:
     """A numeric column with a public range; ``impute`` (inside the range) replaces nulls/NaN.
 
+    ``scale="log"`` declares a skewed column (counts, incomes, populations: most rows near
+    ``lower``, a long tail towards ``upper``). Its coordinate is then logarithmic in the distance
+    from ``lower``, ``u = log1p(t / k) / log1p(1 / k)`` with ``t = (x − lower)/(upper − lower)``
+    and the public knee ``k = 10⁻³``, so equal bins of ``u`` are narrow where the rows are and
+    wide in the tail. It is a fixed monotone map of each value alone: the sensitivity of every
+    map on ``[0, 1]`` is unchanged, and answers come back through its inverse.
+
     >>> Numeric(18, 90, integer=True, impute=40).width
     72.0
+    >>> col = Numeric(0, 5000, scale="log")
+    >>> [round(float(v), 3) for v in col.unit([0, 5, 50, 500, 5000])]
+    [0.0, 0.1, 0.347, 0.668, 1.0]
+    >>> [round(float(v), 6) for v in col.value(col.unit([0, 5, 50, 500, 5000]))]
+    [0.0, 5.0, 50.0, 500.0, 5000.0]
     """
 
     lower: float
     upper: float
     integer: bool = False
     impute: float | None = None
+    scale: str = "linear"
 
     def __post_init__(self) -> None:
         for name in ("lower", "upper"):
@@ -64,6 +83,8 @@ class Numeric:
             )
         if not isinstance(self.integer, bool):
             raise ValueError(f"integer ({self.integer!r}) must be True or False")
+        if self.scale not in SCALES:
+            raise ValueError(f"scale ({self.scale!r}) must be one of {list(SCALES)}")
         if self.impute is not None:
             v = self.impute
             if (
@@ -85,12 +106,29 @@ class Numeric:
     def cardinality(self) -> None:
         return None
 
+    def unit(self, values: Any) -> np.ndarray:
+        """Values in user units → coordinates in ``[0, 1]`` (clipped; NaN stays NaN)."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            t = np.clip((np.asarray(values, dtype=np.float64) - self.lower) / self.width, 0.0, 1.0)
+        if self.scale == "log":
+            return np.log1p(t / LOG_KNEE) / _LOG_SPAN
+        return t
+
+    def value(self, u: Any) -> np.ndarray:
+        """Coordinates → user units (unrounded), the inverse of :meth:`unit` on ``[0, 1]``."""
+        t = np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0)
+        if self.scale == "log":
+            t = np.clip(np.expm1(t * _LOG_SPAN) * LOG_KNEE, 0.0, 1.0)
+        return self.lower + t * self.width
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "numeric", "range": [self.lower, self.upper]}
         if self.integer:
             out["integer"] = True
         if self.impute is not None:
             out["impute"] = self.impute
+        if self.scale != "linear":
+            out["scale"] = self.scale
         return out
 
 
@@ -196,7 +234,13 @@ def _column_from_dict(name: str, spec: dict[str, Any]) -> Column:
     try:
         if kind == "numeric":
             lo, hi = spec["range"]
-            return Numeric(lo, hi, integer=bool(spec.get("integer", False)), impute=spec.get("impute"))
+            return Numeric(
+                lo,
+                hi,
+                integer=bool(spec.get("integer", False)),
+                impute=spec.get("impute"),
+                scale=spec.get("scale", "linear"),
+            )
         if kind == "categorical":
             return Categorical(spec["labels"], null=spec.get("null"))
         if kind == "boolean":
@@ -416,9 +460,7 @@ class Schema:
                 v = s.cast(pl.Float64, strict=False).to_numpy().astype(np.float64, copy=True)
                 fill = col.lower if col.impute is None else col.impute
                 v[np.isnan(v)] = fill
-                with np.errstate(invalid="ignore", over="ignore"):
-                    u = (v - col.lower) / col.width
-                out[:, j] = np.clip(u, 0.0, 1.0)
+                out[:, j] = col.unit(v)
             elif isinstance(col, Categorical):
                 out[:, j] = _codes(s.cast(pl.String, strict=False), col)
             else:
@@ -447,7 +489,7 @@ class Schema:
         for j, (name, col) in enumerate(self._columns.items()):
             u = U[:, j]
             if isinstance(col, Numeric):
-                x = col.lower + np.clip(u, 0.0, 1.0) * col.width
+                x = col.value(u)
                 cols[name] = (
                     pl.Series(name, np.rint(x).astype(np.int64)) if col.integer else pl.Series(name, x)
                 )
@@ -465,7 +507,7 @@ class Schema:
         labels of a coded column as codes."""
         col = self._columns[column]
         if isinstance(col, Numeric):
-            return np.clip((np.asarray(values, dtype=np.float64) - col.lower) / col.width, 0.0, 1.0)
+            return col.unit(values)
         if isinstance(col, Categorical):
             return np.array([float(col.labels.index(str(v))) for v in np.atleast_1d(values)])
         return np.asarray(values, dtype=np.float64)
@@ -475,7 +517,7 @@ class Schema:
         col = self._columns[column]
         if not isinstance(col, Numeric):
             raise ValueError(f"column {column!r} is not numeric")
-        return col.lower + np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0) * col.width
+        return col.value(u)
 
 
 def _no_null_rule(col: Column) -> bool:

@@ -297,7 +297,7 @@ class M2M:
         for j, name in enumerate(self.schema.columns):
             col = self.schema[name]
             if isinstance(col, Numeric):
-                X[:, j] = col.lower + np.clip(X[:, j], 0.0, 1.0) * col.width
+                X[:, j] = col.value(X[:, j])
                 lo[j], hi[j] = col.lower, col.upper
         return X, lo, hi
 
