@@ -280,7 +280,12 @@ def _query(args: argparse.Namespace) -> int:
         ) from None
     rows: list[dict[str, object]] = []
     needs_m2m = args.mean or args.cdf or args.quantile or args.count or args.shares or args.group_mean
+    if needs_m2m:  # the decode takes seconds; say what is happening (stderr: stdout stays parseable)
+        print(f"decoding {sk.sum.size:,} released values of {args.sketch} ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
     est: Any = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
+    if needs_m2m:
+        print(f"decoded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if est is not None and est.degenerate:
         raise ValueError(f"this sketch cannot support estimates: {est.reason}")
     schema = None if sk.schema is None else est.schema if est is not None else None
