@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -304,10 +305,11 @@ def _query(args: argparse.Namespace) -> int:
         by, _, col = spec.partition("=")
         if not col:
             raise ValueError(f"--group-mean {spec!r} must be BY=COLUMN, e.g. sector=income")
-        for label, value, _share in est.group_mean(by, col).iter_rows():
+        for label, value, share in est.group_mean(by, col).iter_rows():
             rows.append(
                 {"query": "group_mean", "column": f"{col} by {by}", "point": label, "value": float(value)}
             )
+            _warn_if_group_is_noise(sk, f"{by}={'(null)' if label is None else label}", share)
     for spec in args.cdf or []:
         col, _, pts = spec.partition("=")
         points = _parse_points(pts)
@@ -358,9 +360,27 @@ def _query(args: argparse.Namespace) -> int:
         )
     else:
         for r in rows:
-            where = "" if r["point"] is None else f" at {r['point']}"
-            print(f"{r['query']:>8} {r['column'] or '':<24}{where}: {r['value']:.6g}")
+            labelled = r["query"] in ("share", "group_mean")  # a None label is the null category
+            where = f" at {r['point']}" if r["point"] is not None else " at (null)" if labelled else ""
+            print(f"{r['query']:>10} {r['column'] or '':<24}{where}: {r['value']:.6g}")
     return 0
+
+
+def _warn_if_group_is_noise(sk: Any, group: str, share: float) -> None:
+    """A warning line on stderr when a group's estimated rows are within 3 noise standard
+    deviations of one released cell (one-hot maps: a cell counts rows), so its mean is mostly
+    noise. Public: the share is an answer, the noise law is recorded in the sketch."""
+    from .features.base import OneHotFeatureMap
+
+    if not isinstance(sk.feature_map, OneHotFeatureMap) or sk.sum_variance <= 0:
+        return
+    rows, sd = share * sk.n_hat, math.sqrt(sk.sum_variance)
+    if rows < 3 * sd:
+        print(
+            f"warning: group {group} holds about {rows:,.0f} rows, within 3 noise standard deviations "
+            f"of a released cell (±{sd:,.0f} rows): its mean is not supported by this sketch",
+            file=sys.stderr,
+        )
 
 
 class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import polars as pl
 import pytest
 
 import opendp_sketch as dps
@@ -322,3 +323,27 @@ def test_help_shows_defaults_without_markup(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "``" not in capsys.readouterr().out
+
+
+def test_group_means_of_groups_lost_in_the_noise_come_with_a_warning_line(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    n = 5_000
+    g = np.where(np.arange(n) < 3, "rare", np.where(rng.random(n) < 0.5, "a", "b"))
+    data = tmp_path / "t.csv"
+    pl.DataFrame({"x": rng.uniform(0, 10, n), "g": g}).with_columns(
+        pl.when(pl.int_range(pl.len()) == 5).then(None).otherwise(pl.col("g")).alias("g")
+    ).write_csv(data)
+    schema = tmp_path / "s.json"
+    schema.write_text(
+        '{"columns": {"x": [0, 10], "g": {"type": "categorical", "labels": ["a", "b", "rare"], "null": "category"}}}'
+    )
+    out = tmp_path / "t.sketch"
+    argv = ["release", str(data), "--schema", str(schema), "--out", str(out), "--epsilon", "1"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["query", str(out), "--group-mean", "g=x", "--shares", "g"]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if line.startswith("warning: group")]
+    assert len(warned) >= 1 and all("g=rare" in w or "g=(null)" in w for w in warned)
+    assert not any("g=a " in w or "g=b " in w for w in warned)
+    assert "at (null)" in captured.out and "decoding" in captured.err
