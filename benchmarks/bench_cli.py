@@ -5,9 +5,10 @@ column (seeded; about 190 MB), a JSON schema with the ten columns and bounds (0,
 each in a fresh subprocess (``_common.run_child``: wall time and peak extra RSS of the call):
 
 * ``opendp-sketch release rows.csv --schema schema.json --out s.sketch --epsilon 1`` with the
-  default RFF map (m = 1000) and with ``--map histogram``;
+  default map (``--map auto``: 1- and 2-way marginals), with ``--map rff`` (m = 1000) and with
+  ``--map histogram``;
 * ``opendp-sketch query s.sketch --mean --cdf x0=0.25,0.5,0.75 --count "x0 > 0.5 AND x1 < 0.5"
-  --format json`` on each sketch (M2M with 10^5 prior samples).
+  --format json`` on each sketch (the default decoder).
 
 Baseline in the same run: reading the CSV into memory with ``pl.read_csv`` (what a release that
 is not streamed would start with).
@@ -44,7 +45,7 @@ def setup(config: dict[str, Any]):
 
         return lambda: pl.read_csv(d / "rows.csv").height
     if config["what"] == "release":
-        extra = [] if config["map"] == "rff" else ["--map", config["map"]]
+        extra = [] if config["map"] == "auto" else ["--map", config["map"]]
         argv = [
             "release",
             str(d / "rows.csv"),
@@ -91,6 +92,8 @@ def main() -> None:
         size_mb = (root / "rows.csv").stat().st_size / 2**20
         steps = [
             ("read_csv", None),
+            ("release", "auto"),
+            ("query", "auto"),
             ("release", "rff"),
             ("query", "rff"),
             ("release", "histogram"),
