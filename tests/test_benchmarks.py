@@ -28,6 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
         "bench_stream",
         "bench_dask",
         "bench_cli",
+        "bench_schema_cli",
         "bench_ckm",
         "bench_ledger",
         "bench_subsampling",
