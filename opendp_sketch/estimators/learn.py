@@ -16,7 +16,11 @@ import scipy.linalg
 import scipy.optimize
 import scipy.special
 
+from ..features.base import FeatureMap
 from ..features.byclass import ByClass
+from ..features.composite import Composite
+from ..features.histogram import DyadicTrees, Histogram
+from ..features.marginals import Marginals
 from ..sketch import Sketch
 from .m2m import M2M, default_column_names
 
@@ -47,9 +51,14 @@ class _SketchRegressor:
         ):
             raise ValueError(f"alpha ({a!r}) must be a finite number ≥ 0")
         if isinstance(source, M2M):
+            self._check_joint(source.feature_map, source.columns)
             return source
         if not isinstance(source, Sketch):
             raise ValueError(f"fit needs a Sketch or an M2M estimator, got {type(source).__name__}")
+        self._check_joint(
+            source.feature_map,
+            list(source.column_names) if source.column_names else default_column_names(source.feature_map),
+        )
         options = dict(self.m2m_options or {})
         if discrete_target:
             names = (
@@ -63,6 +72,18 @@ class _SketchRegressor:
                 discrete[j] = [lo, hi]  # the two classes: the label's public bounds
             options["discrete"] = discrete
         return M2M(source, **options)
+
+    def _check_joint(self, fm: FeatureMap, names: list[str]) -> None:
+        """Refuse, before any decoding, a map that never measures the target together with a
+        feature: its sketch holds no trace of how the target varies with them."""
+        j = _target_index(self.target, names, fm.input_dim)
+        if not _measures_jointly(fm, j):
+            raise ValueError(
+                f"a {type(fm).__name__} sketch measures column {names[j]!r} only on its own, so it cannot "
+                f"carry how it depends on the features; release a map that holds it jointly with them: "
+                f"dps.Marginals with 2-way subsets containing column {j} (dps.Marginals.auto does), "
+                "dps.ByClass(...) for a label, or dps.RFF over all columns"
+            )
 
     def _design(self, est: M2M) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         j = _target_index(self.target, est.columns, est.lower.size)
@@ -229,9 +250,23 @@ class SketchLinearRegression(_SketchRegressor):
         return self.decision_function(X)
 
 
-def _is_byclass(sketch: Sketch) -> bool:
-    from ..features.byclass import ByClass
+def _measures_jointly(fm: FeatureMap, j: int) -> bool:
+    """Whether some feature of ``fm`` depends on column ``j`` together with another column.
 
+    Maps of one column at a time (Histogram, DyadicTrees, Marginals whose blocks never hold ``j``
+    with another column, composites of those) cannot; every other map (RFF, RACE, Moments, ByClass
+    and Marginals with a block over ``j`` and another column) can.
+    """
+    if isinstance(fm, (Histogram, DyadicTrees)):
+        return fm.input_dim == 1
+    if isinstance(fm, Marginals):
+        return any(j in b.subset and len(b.subset) > 1 for b in fm.blocks)
+    if isinstance(fm, Composite):
+        return any(_measures_jointly(m, j) for m in fm.maps)
+    return True
+
+
+def _is_byclass(sketch: Sketch) -> bool:
     return isinstance(sketch.feature_map, ByClass)
 
 
