@@ -58,6 +58,8 @@ __all__ = [
     "as_schema",
 ]
 
+#: bins of a numeric column's 1-way marginal in the automatic map
+AUTO_FINE_BINS = 32
 #: share of the privacy budget spent on the count (the rest goes to the feature sum)
 DEFAULT_COUNT_FRACTION = 0.02
 
@@ -827,9 +829,10 @@ def auto_feature_map(schema: Schema) -> FeatureMap:
     coordinates.
 
     The rule: :meth:`~opendp_sketch.Marginals.auto` on the encoded box — every column's 1-way
-    marginal (32 equal bins of a numeric column's public range, one cell per category) and as
-    many 2-way marginals (8×8 bins, categories kept) as fit in 2^16 cells. Means, shares, CDFs,
-    group statistics and 2-way counts are then averages over cells the sketch measures.
+    marginal (32 equal bins of a numeric column's public range, one cell per category, and one
+    bin per value of a linear integer column with at most 32 values) and as many 2-way marginals
+    (8×8 bins; categories and small integer columns kept) as fit in 2^16 cells. Means, shares,
+    CDFs, group statistics and 2-way counts are then averages over cells the sketch measures.
 
     >>> import opendp_sketch as dps
     >>> fm = auto_feature_map(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))
@@ -838,7 +841,14 @@ def auto_feature_map(schema: Schema) -> FeatureMap:
     """
     from .features.marginals import Marginals
 
-    return Marginals.auto(schema.bounds, categorical=schema.categorical)
+    levels = {
+        j: v.size
+        for j, v in schema.integer_levels.items()
+        if v.size <= AUTO_FINE_BINS and getattr(schema[schema.columns[j]], "scale", None) == "linear"
+    }
+    return Marginals.auto(
+        schema.bounds, categorical=schema.categorical, fine_bins=AUTO_FINE_BINS, levels=levels
+    )
 
 
 def _release_table(

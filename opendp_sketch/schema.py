@@ -39,6 +39,8 @@ SCALES = ("linear", "log")
 #: public knee of the log scale, as a share of the range: resolution near ``lower``
 LOG_KNEE = 1e-3
 _LOG_SPAN = math.log1p(1.0 / LOG_KNEE)
+#: integer columns with at most this many values are decoded on their integers
+MAX_INTEGER_LEVELS = 256
 _MAX_LABELS = 1 << 16
 
 
@@ -306,6 +308,27 @@ class Schema:
     def categorical(self) -> list[int]:
         """Indices of the categorical and boolean columns (coded ``0 … K−1``)."""
         return [j for j, k in enumerate(self.cardinalities) if k is not None]
+
+    @property
+    def integer_levels(self) -> dict[int, np.ndarray]:
+        """Encoded coordinates of every value of each integer column with integer bounds and at
+        most :data:`MAX_INTEGER_LEVELS` values (``{column index: coordinates}``): public, so maps
+        can give each value its own bin and decoders can put rows on the integers.
+
+        >>> Schema({"rank": Numeric(1, 5, integer=True), "x": (0, 1)}).integer_levels
+        {0: array([0.  , 0.25, 0.5 , 0.75, 1.  ])}
+        """
+        out = {}
+        for j, col in enumerate(self._columns.values()):
+            if (
+                isinstance(col, Numeric)
+                and col.integer
+                and float(col.lower).is_integer()
+                and float(col.upper).is_integer()
+                and col.width + 1 <= MAX_INTEGER_LEVELS
+            ):
+                out[j] = col.unit(np.arange(col.lower, col.upper + 1))
+        return out
 
     @property
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:

@@ -250,6 +250,10 @@ class M2M:
         d = fm.input_dim
         self.columns = list(sketch.column_names) if sketch.column_names else default_column_names(fm)
         self.lower, self.upper = resolve_box(bounds, sketch, d)
+        if sketch.schema is not None and bounds is None:  # small integer columns sit on their integers
+            levels = Schema.from_dict(sketch.schema).integer_levels
+            given = {self._column_index(k) for k in (discrete or {})}
+            discrete = {**{j: v.tolist() for j, v in levels.items() if j not in given}, **(discrete or {})}
         self.discrete = self._resolve_discrete(discrete)
         self.n_samples = int(n_samples)
         self.seed = int(seed)

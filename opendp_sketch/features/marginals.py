@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -302,6 +302,7 @@ class Marginals(OneHotFeatureMap):
         coarse_bins: int = 8,
         max_cells: int = 1 << 16,
         dim: int | None = None,
+        levels: Mapping[int, int] | None = None,
     ) -> Marginals:
         r"""Marginals chosen from public information only: every 1-way and as many 2-way as fit.
 
@@ -323,6 +324,8 @@ class Marginals(OneHotFeatureMap):
         :param coarse_bins: largest bins of numeric columns in 2-way marginals
         :param max_cells: budget of cells in all marginals
         :param dim: number of columns (needed only when both bounds are scalars)
+        :param levels: ``{column: K}`` for numeric columns that take ``K`` equally spaced public
+            values (small integer ranges): ``K`` bins in every marginal, one value per bin
         :raises ValueError: if the 1-way marginals alone exceed ``max_cells``
         :example:
 
@@ -340,7 +343,12 @@ class Marginals(OneHotFeatureMap):
         fine = check_positive_int(fine_bins, "fine_bins")
         coarse = check_positive_int(coarse_bins, "coarse_bins")
         budget = check_positive_int(max_cells, "max_cells")
-        ones = [cats.get(j, fine) for j in range(d)]
+        fixed = dict(cats)
+        for j, k in (levels or {}).items():
+            if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < d or j in cats:
+                raise ValueError(f"levels column ({j!r}) must be the index of a numeric column in [0, {d})")
+            fixed[int(j)] = check_positive_int(k, f"levels[{j}]")
+        ones = [fixed.get(j, fine) for j in range(d)]
         if sum(ones) > budget:
             raise ValueError(f"max_cells ({max_cells}) is below the {sum(ones)} cells of the 1-way marginals")
         subsets: list[Any] = [(j,) for j in range(d)]
@@ -348,7 +356,7 @@ class Marginals(OneHotFeatureMap):
         pairs = list(itertools.combinations(range(d), 2))
 
         def shape(pair: tuple[int, int], c: int) -> tuple[int, int]:
-            return (cats.get(pair[0], c), cats.get(pair[1], c))
+            return (fixed.get(pair[0], c), fixed.get(pair[1], c))
 
         c = coarse
         while c > 2 and sum(ones) + sum(math.prod(shape(p, c)) for p in pairs) > budget:

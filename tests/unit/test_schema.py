@@ -255,3 +255,20 @@ def test_schema_release_refuses_before_reading_when_arguments_conflict(people):
     with pytest.raises(ValueError, match="no rows|empty"):
         dps.release_sketch(people.head(0), schema=SCHEMA, epsilon=1.0)
     assert isinstance(as_frame(people), pl.LazyFrame)
+
+
+def test_small_integer_columns_get_one_bin_per_value_and_decode_on_their_integers():
+    assert list(SCHEMA.integer_levels) == [0] and SCHEMA.integer_levels[0].size == 73
+    small = dps.Schema({"rank": dps.Numeric(1, 11, integer=True), "cut": ["Fair", "Good", "Ideal"]})
+    fm = dps.auto_feature_map(small)
+    assert [b.shape for b in fm.blocks] == [(11,), (3,), (11, 3)]
+    rng = np.random.default_rng(2)
+    n = 30_000
+    rank = 1 + rng.binomial(10, 0.2, n)  # skewed: a value spread over its bin would read about 3.3
+    cut = np.where(rank > 3, "Ideal", rng.choice(["Fair", "Good"], n))
+    frame = pl.DataFrame({"rank": rank, "cut": cut})
+    est = dps.M2M(dps.release_sketch(frame, schema=small, epsilon=1.0))
+    assert abs(dict(zip(est.columns, est.mean()))["rank"] - rank.mean()) / rank.mean() < 0.01
+    by = {k: v for k, v, _ in est.group_mean("cut", "rank").iter_rows()}
+    true_by = dict(frame.group_by("cut").agg(pl.col("rank").mean()).iter_rows())
+    assert all(abs(by[k] - true_by[k]) / true_by[k] < 0.02 for k in true_by)

@@ -332,3 +332,22 @@ def test_m2m_answers_two_way_counts_from_a_marginals_sketch(skewed, method):
     # measured: Histogram 0.014 (synthetic) to 0.027 (ridge), Marginals 3e-4 to 7e-4: the 2-way table carries
     # the dependence that 1-way histograms cannot
     assert err_m < 0.004 and err_m < err_h / 3
+
+
+def test_auto_gives_small_integer_columns_one_bin_per_value_in_every_marginal():
+    fm = dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, fine_bins=32)
+    assert [(b.subset, b.shape) for b in fm.blocks] == [
+        ((0,), (32,)),
+        ((1,), (11,)),
+        ((2,), (3,)),
+        ((0, 1), (8, 11)),
+        ((0, 2), (8, 3)),
+        ((1, 2), (11, 3)),
+    ]
+    # the encoded integers k/10 of a column with 11 values land in bins 0, 1, ..., 10
+    u = np.column_stack([np.zeros(11), np.arange(11) / 10, np.zeros(11)])
+    np.testing.assert_array_equal(fm._flat(u)[:, 1] - fm.blocks[1].offset, np.arange(11))
+    with pytest.raises(ValueError, match=r"levels column \(2\) must be the index of a numeric column"):
+        dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={2: 3})
+    with pytest.raises(ValueError, match=r"levels\[1\] \(0\) must be a positive integer"):
+        dps.Marginals.auto((0.0, 1.0), dim=2, levels={1: 0})
