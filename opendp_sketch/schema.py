@@ -435,7 +435,7 @@ class Schema:
                     c.is_null().sum().alias(f"{name}\0null"),
                     (~b.is_in([0, 1]) & b.is_not_null()).sum().alias(f"{name}\0unknown"),
                 ]
-        row = lf.select(exprs).collect().row(0, named=True)
+        row = lf.select(exprs).collect(engine="streaming").row(0, named=True)
         out: dict[str, dict[str, int]] = {n: {} for n in self._columns}
         for key, v in row.items():
             name, kind = key.split("\0")

@@ -213,3 +213,22 @@ def test_progress_reports_every_streamed_row_once(data):
     # a failing display never stops the release
     sk = dps.release_sketch(frame, fm, bounds=(0, 1), epsilon=1.0, progress=lambda d, t: 1 / 0)
     assert isinstance(sk, dps.Sketch) and sk.sum.shape == (fm.num_features,)
+
+
+@pytest.mark.parametrize("batch_rows", [7, 1000])
+def test_parquet_with_large_row_groups_streams_in_small_batches_to_the_same_sum(batch_rows, data, tmp_path):
+    from opendp_sketch.streaming import scan_parquet_bounded
+
+    path = tmp_path / "groups.parquet"
+    X = data[:2000]
+    frame(X).collect().write_parquet(path, row_group_size=1500)  # groups larger than the batches
+    fm = MAPS["rff"]()
+    lf = scan_parquet_bounded(path, batch_rows=batch_rows)
+    sizes = [b.height for b in lf.collect_batches(chunk_size=batch_rows, maintain_order=True)]
+    assert sum(sizes) == 2000 and max(sizes) <= batch_rows
+    t = make_frame_feature_sum(
+        frame_box_domain((0, 1), ["a", "b", "c"]), dp.symmetric_distance(), fm, batch_rows=batch_rows
+    )
+    assert list(t(lf)) == list(t(scan(path))) == fm.fixed_sum(np.clip(X, 0, 1))
+    # projections, filters and head go through the reader
+    assert lf.select("b").filter(pl.col("b") > 0.5).head(3).collect().shape == (3, 1)
