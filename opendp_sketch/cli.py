@@ -491,12 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--kmeans", type=int, metavar="K", help="K cluster centres (value: cluster weight; RFF sketches)"
     )
     p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts")
-    p_q.add_argument(
-        "--n-samples",
-        type=int,
-        default=30_000,
-        help="synthetic points the decoder fits (more: slower, closer multi-column counts)",
-    )
+    p_q.add_argument("--n-samples", type=int, default=100_000, help="M2M prior samples")
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p_q.set_defaults(func=_query)
 
