@@ -227,6 +227,13 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
     }
 
 
+def failure_reason(e: BaseException) -> str:
+    """The most specific line of an error (OpenDP wraps a Python failure's message in a trace)."""
+    lines = [ln.strip().strip('")') for ln in str(e).splitlines() if ln.strip().strip('")')]
+    inner = [ln for ln in lines if "FailedFunction(" in ln or "Error" in ln or "budget" in ln]
+    return ((inner or lines or [""])[-1])[:120].replace("|", "/")
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(
@@ -279,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
                     )
                     row["failure"] = ""
                 except Exception as e:  # noqa: BLE001 - a failing peer is a result, recorded in the table
-                    row["failure"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                    row["failure"] = f"{type(e).__name__}: {failure_reason(e)}"
                     traceback.print_exc()
                 rows.append(row)
                 print(f"    {row}", file=sys.stderr, flush=True)
