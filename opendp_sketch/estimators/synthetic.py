@@ -97,14 +97,23 @@ def _check_fraction(value: Any, name: str, low: float, high: float) -> float:
 
 
 class _Design:
-    """``P = Φ(X)`` as a sparse CSR matrix (one-hot-like maps) or a dense float32 array."""
+    """``P = Φ(X)`` as a sparse CSR matrix (one-hot-like maps) or a dense float32 array.
+
+    One-hot maps give identical rows to every point in the same cells; those rows are stored
+    once (``self.rows`` maps each point to its distinct row), which leaves ``Pᵀw`` and ``P r``
+    unchanged and makes them cost the distinct rows, not the points.
+    """
 
     def __init__(self, fm: FeatureMap, X: np.ndarray) -> None:
         n, m = X.shape[0], fm.num_features
+        self.rows: np.ndarray | None = None
         if isinstance(fm, OneHotFeatureMap):
             idx = fm._flat(X)
-            rows = np.repeat(np.arange(n), idx.shape[1])
-            self.P: Any = scipy.sparse.csr_matrix((np.ones(idx.size), (rows, idx.ravel())), shape=(n, m))
+            if n:
+                idx, self.rows = _distinct_rows(idx)
+            u = idx.shape[0]
+            cols = np.repeat(np.arange(u), idx.shape[1])
+            self.P: Any = scipy.sparse.csr_matrix((np.ones(idx.size), (cols, idx.ravel())), shape=(u, m))
         else:
             step = max(1, _CHUNK_ENTRIES // max(1, m))
             parts = [np.asarray(fm.transform(X[s : s + step]), dtype=np.float32) for s in range(0, n, step)]
@@ -115,6 +124,8 @@ class _Design:
 
     def mix(self, w: np.ndarray) -> np.ndarray:
         """``Pᵀw``: the mean feature vector of the weighted points."""
+        if self.rows is not None:  # the weight of each distinct row, then its features
+            w = np.bincount(self.rows, weights=w, minlength=self.P.shape[0])
         if self.PT is not None:
             return self.PT @ w
         return (w.astype(np.float32) @ self.P).astype(np.float64)
@@ -122,8 +133,25 @@ class _Design:
     def score(self, r: np.ndarray) -> np.ndarray:
         """``P r``: each point's inner product with a feature-space vector."""
         if self.PT is not None:
-            return self.P @ r
+            out = self.P @ r
+            return out[self.rows] if self.rows is not None else out
         return (self.P @ r.astype(np.float32)).astype(np.float64)
+
+
+def _distinct_rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of an integer matrix and each row's index among them.
+
+    Rows are grouped by a 64-bit multiplicative key (wrapping arithmetic), then checked against
+    their group's first row; any collision falls back to the exact, slower row sort.
+    """
+    mult = np.random.default_rng(0).integers(1, 1 << 62, size=idx.shape[1], dtype=np.int64) | 1
+    key = (idx.astype(np.int64) * mult).sum(axis=1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if np.array_equal(idx[first][inverse], idx):
+        return idx[first], inverse
+    distinct, inverse = np.unique(idx, axis=0, return_inverse=True)
+    return distinct, inverse.reshape(-1)
 
 
 def _softmax(theta: np.ndarray) -> np.ndarray:

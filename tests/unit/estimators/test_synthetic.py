@@ -238,3 +238,21 @@ def test_same_seed_same_answer_and_bad_parameters_refused(released):
             SyntheticDecoder(**kwargs).fit(released)
     with pytest.raises(ValueError, match="sketch must be a Sketch"):
         SyntheticDecoder().fit("not a sketch")
+
+
+def test_the_design_stores_each_distinct_one_hot_row_once_without_changing_its_products():
+    from opendp_sketch.estimators.synthetic import _Design, _distinct_rows
+
+    rng = np.random.default_rng(4)
+    fm = dps.Marginals((0, 1), [0, 1, (0, 1)], bins=4, dim=2)
+    X = rng.choice([0.1, 0.3, 0.6, 0.9], size=(500, 2))  # 16 distinct cells for 500 points
+    design = _Design(fm, X)
+    assert design.P.shape[0] == 16
+    dense = fm.transform(X)
+    w, r = rng.dirichlet(np.ones(500)), rng.normal(size=fm.num_features)
+    np.testing.assert_allclose(design.mix(w), dense.T @ w, atol=1e-12)
+    np.testing.assert_allclose(design.score(r), dense @ r, atol=1e-12)
+    # the grouping is exact: every row is rebuilt from its distinct row
+    idx = np.array([[0, 1], [1, 0], [0, 1]])
+    distinct, inverse = _distinct_rows(idx)
+    assert np.array_equal(distinct[inverse], idx) and distinct.shape[0] == 2
