@@ -153,3 +153,53 @@ def test_predict_checks_its_input():
     g = dps.CompressiveGMM(2)
     with pytest.raises(ValueError, match="not fitted"):
         g.predict(np.zeros((1, 2)))
+
+
+def _far_cluster_mixture(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """k = d = 10 mixture whose first centre lies far out in the cloud (7 of the one-Gaussian
+    summary's standard deviations from its mean): the layout the atom search used to miss."""
+    rng = np.random.default_rng(108)
+    mu = rng.normal(0.0, 2.5 * 10**0.1, (10, 10))
+    rows = np.random.default_rng([108, 1, 0])
+    X = np.clip(mu[rows.integers(0, 10, n)] + rows.normal(size=(n, 10)), -12.0, 12.0)
+    return mu, X
+
+
+def test_kmeans_finds_a_cluster_far_out_in_the_cloud():
+    # before the mean-shift starts and the widened second search, every restart left the far
+    # centre without an atom (17.8 from the nearest one found, SSE 4.2x the true centres')
+    mu, X = _far_cluster_mixture(20_000)
+    box = ([-12.0] * 10, [12.0] * 10)
+    fm = dps.compressive_feature_map(box, k=10, seed=8)
+    sk = dps.Sketch(fm, np.asarray(fm.fixed_sum(X), dtype=np.int64), X.shape[0], bounds=box)
+    km = dps.CompressiveKMeans(10, n_restarts=1).fit(sk)
+    assert _match(km.cluster_centers_, mu) < 1.0
+    assert _sse(X, km.cluster_centers_) < 1.05 * _sse(X, mu)
+
+
+def test_row_hint_turns_on_subsampling_chosen_from_public_quantities():
+    from opendp_sketch.features.subsampled import SubsampledRFF
+
+    box = ([-20.0] * 10, [20.0] * 10)
+    full = dps.compressive_feature_map(box, k=10)
+    for n, r in ((10**4, 100), (2 * 10**5, 5), (10**6, 1), (10**8, 1)):
+        fm = dps.compressive_feature_map(box, k=10, n=n)
+        assert isinstance(fm, SubsampledRFF) and fm.r == r
+        # the same frequencies, so the decoder reads it as the plain map
+        np.testing.assert_array_equal(fm.frequencies, full.frequencies)
+        # the subsampling noise-to-signal ratio (m'/r − 1)·k/n meets the 0.01 rule
+        assert (fm.num_frequencies / fm.r - 1) * 10 / n <= 0.01
+    with pytest.raises(ValueError, match="quantized"):
+        dps.compressive_feature_map(box, k=10, n=1000, quantized=True)
+    for bad in (0, -5, 2.5, True, "1000"):
+        with pytest.raises(ValueError, match="row count"):
+            dps.compressive_feature_map(box, k=10, n=bad)
+
+
+def test_kmeans_from_a_subsampled_release_matches_the_full_map():
+    X = _mixture(40_000, 0.7)
+    fm = dps.compressive_feature_map(BOX, k=3, n=40_000)
+    assert fm.r < fm.num_frequencies
+    sk = dps.release_sketch(X, fm, bounds=BOX, epsilon=1.0)
+    km = dps.CompressiveKMeans(3).fit(sk)
+    assert _match(km.cluster_centers_, CENTRES) < 0.2
