@@ -177,7 +177,7 @@ def _feature_map(args: argparse.Namespace, schema: Any) -> Any:
     if args.map == "rff":
         return dps.RFF(dim=d, num_features=args.features, bandwidth=args.bandwidth, seed=args.seed)
     if args.map == "kmeans":
-        return dps.compressive_feature_map((lo, hi), k=args.clusters, seed=args.seed)
+        return dps.compressive_feature_map((lo, hi), k=args.clusters, seed=args.seed, n=args.expected_rows)
     if args.map == "race":
         return dps.RACE(
             dim=d, rows=args.rows, buckets=args.buckets, bucket_width=args.bandwidth, seed=args.seed
@@ -439,6 +439,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "for --clusters",
     )
     p_rel.add_argument("--clusters", type=int, default=10, help="clusters planned with --map kmeans")
+    p_rel.add_argument(
+        "--expected-rows",
+        type=int,
+        metavar="N",
+        help="with --map kmeans: a public estimate of the row count (never read from the data); each row "
+        "then evaluates only the frequencies the estimate allows (faster; a wrong guess costs accuracy, "
+        "not privacy)",
+    )
     p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
     p_rel.add_argument("--delta", type=float, help="δ")
     p_rel.add_argument("--rho", type=float, help="ρ for zCDP (instead of ε)")
