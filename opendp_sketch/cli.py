@@ -198,6 +198,8 @@ def _release(args: argparse.Namespace) -> int:
 
     dp.enable_features("contrib", "honest-but-curious")
     schema = _load_schema(args)
+    if args.expected_rows is not None:  # a public estimate, as if written in the schema file
+        schema = dps.Schema.from_dict({**schema.to_dict(), "rows": args.expected_rows})
     out = Path(args.out)
     # checked before the release: a sketch that cannot be saved would spend the budget for nothing
     if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
@@ -443,9 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--expected-rows",
         type=int,
         metavar="N",
-        help="with --map kmeans: a public estimate of the row count (never read from the data); each row "
-        "then evaluates only the frequencies the estimate allows (faster; a wrong guess costs accuracy, "
-        "not privacy)",
+        help='a public estimate of the row count (never read from the data; the schema\'s "rows"): '
+        "--map auto then measures 2-way marginals as finely as the noise allows, and with --map kmeans "
+        "each row evaluates only the frequencies the estimate allows; a wrong guess costs accuracy, "
+        "not privacy",
     )
     p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
     p_rel.add_argument("--delta", type=float, help="δ")

@@ -60,6 +60,12 @@ __all__ = [
 
 #: bins of a numeric column's 1-way marginal in the automatic map
 AUTO_FINE_BINS = 32
+#: bins of a numeric column in the automatic 2-way marginals without a row estimate
+AUTO_PAIR_BINS = 8
+#: the finest 2-way resolution the automatic map picks (decoding cost grows with the cells)
+AUTO_MAX_PAIR_BINS = 16
+#: a 2-way resolution is fine enough when an average cell holds this many noise std's of rows
+AUTO_CELL_SNR = math.sqrt(2)
 #: share of the privacy budget spent on the count (the rest goes to the feature sum)
 DEFAULT_COUNT_FRACTION = 0.02
 
@@ -134,6 +140,27 @@ class Budget:
         if self.kind == "rho":
             return d_in * sensitivity / math.sqrt(2 * self.d_out)
         return d_in * sensitivity / self.d_out[0]
+
+    def kwargs(self) -> dict[str, float]:
+        """The keyword arguments that name this budget (``epsilon=``, ``delta=``, ``rho=``)."""
+        if self.kind == "rho":
+            return {"rho": self.d_out}
+        if self.kind == "epsilon":
+            return {"epsilon": self.d_out}
+        return {"epsilon": self.d_out[0], "delta": self.d_out[1]}
+
+    def coordinate_std(self, l1: float, l2: float, share: float = 1.0) -> float:
+        """Analytic noise std of one coordinate when ``share`` of this budget goes to a query of
+        L1/L2 sensitivity ``l1``/``l2``: Laplace ``√2·l1/ε``, Gaussian ``l2/√(2ρ)`` (for (ε, δ)
+        through ``ρ = (√(ln(1/δ) + ε) − √ln(1/δ))²``, the usual zCDP conversion). Planning only."""
+        if self.kind == "epsilon":
+            return math.sqrt(2.0) * l1 / (self.d_out * share)
+        if self.kind == "rho":
+            rho = self.d_out
+        else:
+            eps, dl = self.d_out
+            rho = (math.sqrt(math.log(1 / dl) + eps) - math.sqrt(math.log(1 / dl))) ** 2
+        return l2 / math.sqrt(2.0 * rho * share)
 
     def finish(self, measurement: dp.Measurement) -> dp.Measurement:
         """``measurement`` in this budget's measure: zCDP converted to (ε, δ) at ``delta``."""
@@ -823,31 +850,107 @@ def as_schema(schema: Any) -> Schema:
     raise ValueError(f"schema ({schema!r}) must be a dps.Schema, a dict or a JSON file path")
 
 
-def auto_feature_map(schema: Schema) -> FeatureMap:
-    """The map :func:`release_sketch` uses with a schema and no ``feature_map``: public
-    information only (the schema's columns and kinds), and unit-free, since it acts on encoded
-    coordinates.
+def auto_marginals(
+    bounds: Any,
+    *,
+    categorical: Sequence[int] | None = None,
+    levels: dict[int, int] | None = None,
+    fine_bins: int = AUTO_FINE_BINS,
+    rows: int | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+) -> FeatureMap:
+    r"""Every 1-way and 2-way marginal, with 2-way cells as fine as a public row estimate allows.
 
-    The rule: :meth:`~opendp_sketch.Marginals.auto` on the encoded box — every column's 1-way
-    marginal (32 equal bins of a numeric column's public range, one cell per category, and one
-    bin per value of a linear integer column with at most 32 values) and as many 2-way marginals
-    (8×8 bins; categories and small integer columns kept) as fit in 2^16 cells. Means, shares,
-    CDFs, group statistics and 2-way counts are then averages over cells the sketch measures.
+    Without ``rows`` or a budget the 2-way marginals use ``AUTO_PAIR_BINS = 8`` bins per numeric
+    column (categories and small integer columns keep theirs). With both, the resolution ``c`` is
+    the largest of ``16, 8, 4, 2`` (at most ``fine_bins``) at which an average 2-way cell holds at
+    least ``AUTO_CELL_SNR = √2`` noise standard deviations of rows:
+
+    ``rows / c² ≥ √2 · σ``, with ``σ`` the noise std of one cell for this map (its L1/L2
+    sensitivity is the number of blocks / its square root) and the sum's share of the budget.
+
+    Finer cells answer finer queries but each adds its own noise, so at small ``rows·ε`` coarser
+    cells win: on three real tables (``benchmarks/results/real_tables.md``) 16 × 16 was best at
+    ε = 1 and 8 × 8 or 4 × 4 at ε = 0.1, as this rule picks. Everything read is public: the box,
+    the column kinds, the budget and the estimate ``rows`` (never the data's row count).
+
+    :example:
+
+    >>> from opendp_sketch.release import auto_marginals
+    >>> box = ([0.0] * 6, [1.0] * 6)
+    >>> [auto_marginals(box, rows=60_000, epsilon=e).blocks[-1].shape for e in (0.1, 0.3, 1.0)]
+    [(8, 8), (16, 16), (16, 16)]
+    >>> auto_marginals(box, rows=1_000, epsilon=1.0).blocks[-1].shape, auto_marginals(box).blocks[-1].shape
+    ((4, 4), (8, 8))
+    """
+    from .features.marginals import Marginals
+
+    def build(c: int) -> Marginals:
+        return Marginals.auto(
+            bounds, categorical=categorical, fine_bins=fine_bins, coarse_bins=c, levels=levels
+        )
+
+    given = [epsilon, delta, rho]
+    if rows is None or all(v is None for v in given):
+        return build(min(AUTO_PAIR_BINS, fine_bins))
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
+        raise ValueError(f"rows ({rows!r}) must be a positive integer: a public estimate of the row count")
+    budget = Budget.of(epsilon, delta, rho)
+    share = 1.0 - check_fraction(count_fraction)
+    c = min(AUTO_MAX_PAIR_BINS, fine_bins)
+    while True:
+        fm = build(c)
+        std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
+        if c <= 2 or rows / c**2 >= AUTO_CELL_SNR * std:
+            return fm
+        c //= 2
+
+
+def auto_feature_map(
+    schema: Schema,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+) -> FeatureMap:
+    """The map :func:`release_sketch` uses with a schema and no ``feature_map``: public
+    information only (the schema's columns, kinds and row estimate, and the budget), and
+    unit-free, since it acts on encoded coordinates.
+
+    The rule (:func:`~opendp_sketch.release.auto_marginals` on the encoded box): every column's
+    1-way marginal (32 equal bins of a numeric column's public range, one cell per category, and
+    one bin per value of a linear integer column with at most 32 values) and every 2-way marginal
+    — 8×8 bins, or, when the schema carries a public ``rows`` estimate, as fine as the noise of
+    the budget allows (up to 16×16); categories and small integer columns keep theirs. Means,
+    shares, CDFs, group statistics and 2-way counts are then averages over cells the sketch
+    measures.
 
     >>> import opendp_sketch as dps
     >>> fm = auto_feature_map(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))
     >>> [(b.subset, b.shape) for b in fm.blocks]
     [((0,), (32,)), ((1,), (2,)), ((0, 1), (8, 2))]
+    >>> s = dps.Schema({"age": (18, 90), "income": (0, 1e6), "cut": ["Fair", "Ideal"]}, rows=50_000)
+    >>> [b.shape for b in auto_feature_map(s, epsilon=1.0).blocks]
+    [(32,), (32,), (2,), (16, 16), (16, 2), (16, 2)]
     """
-    from .features.marginals import Marginals
-
     levels = {
         j: v.size
         for j, v in schema.integer_levels.items()
         if v.size <= AUTO_FINE_BINS and getattr(schema[schema.columns[j]], "scale", None) == "linear"
     }
-    return Marginals.auto(
-        schema.bounds, categorical=schema.categorical, fine_bins=AUTO_FINE_BINS, levels=levels
+    return auto_marginals(
+        schema.bounds,
+        categorical=schema.categorical,
+        levels=levels,
+        rows=schema.rows,
+        epsilon=epsilon,
+        delta=delta,
+        rho=rho,
+        count_fraction=count_fraction,
     )
 
 
@@ -867,7 +970,11 @@ def _release_table(
 
     from .tables import as_frame, table_domain
 
-    fm = auto_feature_map(schema) if feature_map is None else feature_map
+    fm = (
+        auto_feature_map(schema, **budget.kwargs(), count_fraction=count_fraction)
+        if feature_map is None
+        else feature_map
+    )
     count_fraction = check_release_arguments(fm, contributions, count_fraction)
     if fm.input_dim != len(schema):
         raise ValueError(f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}")

@@ -257,7 +257,11 @@ class Schema:
 
     :param columns: ``{name: spec}``; a spec is ``(lower, upper)`` (numeric), a list of labels
         (categorical), ``bool``, or a :class:`Numeric` / :class:`Categorical` / :class:`Boolean`
-    :raises ValueError: for an empty schema or a malformed column (naming it)
+    :param rows: optional public estimate of the number of rows (an order of magnitude is
+        enough; never read from the data). With it, the automatic map measures its 2-way
+        marginals as finely as the noise allows (:func:`~opendp_sketch.auto_feature_map`); a wrong
+        estimate costs accuracy, never privacy.
+    :raises ValueError: for an empty schema, a malformed column (naming it) or a bad ``rows``
     :example:
 
     >>> import polars as pl, opendp_sketch as dps
@@ -272,10 +276,15 @@ class Schema:
     (54, 'Ideal', True)
     """
 
-    def __init__(self, columns: Mapping[str, Any]) -> None:
+    def __init__(self, columns: Mapping[str, Any], rows: int | None = None) -> None:
         if not isinstance(columns, Mapping) or not columns:
             raise ValueError("columns must be a non-empty mapping {name: spec}")
         self._columns: dict[str, Column] = {str(n): _column(str(n), s) for n, s in columns.items()}
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+            raise ValueError(
+                f"rows ({rows!r}) must be a positive integer: a public estimate of the row count"
+            )
+        self.rows = rows
 
     # -- description --------------------------------------------------------------------
     @property
@@ -297,7 +306,8 @@ class Schema:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
 
     def __repr__(self) -> str:
-        return f"Schema({ {n: c.to_dict() for n, c in self._columns.items()} })"
+        rows = "" if self.rows is None else f", rows={self.rows}"
+        return f"Schema({ {n: c.to_dict() for n, c in self._columns.items()} }{rows})"
 
     @property
     def cardinalities(self) -> list[int | None]:
@@ -341,8 +351,14 @@ class Schema:
     def to_dict(self) -> dict[str, Any]:
         """The one JSON layout (also the CLI's ``--schema`` file): ``{"columns": {name: spec},
         "order": [names]}`` (``order`` keeps the column order through JSON writers that sort keys;
-        it may be left out of hand-written files)."""
-        return {"columns": {n: c.to_dict() for n, c in self._columns.items()}, "order": self.columns}
+        it may be left out of hand-written files), and ``"rows"`` when the schema has one."""
+        out: dict[str, Any] = {
+            "columns": {n: c.to_dict() for n, c in self._columns.items()},
+            "order": self.columns,
+        }
+        if self.rows is not None:
+            out["rows"] = self.rows
+        return out
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
@@ -365,7 +381,7 @@ class Schema:
             if not isinstance(order, list) or sorted(map(str, order)) != sorted(map(str, cols)):
                 raise ValueError(f"order ({order!r}) must list exactly the schema's columns")
             cols = {str(n): cols[str(n)] for n in order}
-        return cls(cols)
+        return cls(cols, rows=spec.get("rows"))
 
     @classmethod
     def from_json(cls, source: str | os.PathLike[str]) -> Schema:

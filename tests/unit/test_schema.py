@@ -272,3 +272,60 @@ def test_small_integer_columns_get_one_bin_per_value_and_decode_on_their_integer
     by = {k: v for k, v, _ in est.group_mean("cut", "rank").iter_rows()}
     true_by = dict(frame.group_by("cut").agg(pl.col("rank").mean()).iter_rows())
     assert all(abs(by[k] - true_by[k]) / true_by[k] < 0.02 for k in true_by)
+
+
+def test_row_estimate_round_trips_and_is_checked(tmp_path):
+    s = dps.Schema({"x": (0, 1), "c": ["a", "b"]}, rows=120_000)
+    assert s.to_dict()["rows"] == 120_000 and "rows=120000" in repr(s)
+    s.to_json(tmp_path / "s.json")
+    back = dps.Schema.from_json(tmp_path / "s.json")
+    assert back == s and back.rows == 120_000
+    assert dps.Schema({"x": (0, 1)}) != dps.Schema({"x": (0, 1)}, rows=10)
+    assert "rows" not in dps.Schema({"x": (0, 1)}).to_dict()
+    for bad in (0, -3, 2.5, True, "100"):
+        with pytest.raises(ValueError, match="public estimate of the row count"):
+            dps.Schema({"x": (0, 1)}, rows=bad)
+
+
+def test_pair_resolution_follows_the_public_row_estimate_and_budget():
+    from opendp_sketch.release import auto_marginals
+
+    box = ([0.0] * 6, [1.0] * 6)
+
+    def pair_bins(**kw):
+        return auto_marginals(box, **kw).blocks[-1].shape[0]
+
+    assert pair_bins() == 8 and pair_bins(rows=10**6) == 8 and pair_bins(epsilon=1.0) == 8  # no estimate
+    # finer with more rows or more budget, never finer than 16, never coarser than 2
+    grid = [
+        pair_bins(rows=n, epsilon=e) for n in (10**2, 10**3, 10**4, 10**5, 10**7) for e in (0.1, 1.0, 10.0)
+    ]
+    assert (
+        set(grid) <= {2, 4, 8, 16}
+        and pair_bins(rows=10**7, epsilon=10.0) == 16
+        and pair_bins(rows=100, epsilon=0.1) == 2
+    )
+    for e in (0.1, 1.0, 10.0):
+        seq = [pair_bins(rows=n, epsilon=e) for n in (10**2, 10**3, 10**4, 10**5, 10**7)]
+        assert seq == sorted(seq)
+    # the rule itself: 16 × 16 when an average cell holds √2 noise std's of rows, else coarser
+    fm16 = auto_marginals(box, rows=60_000, epsilon=1.0)
+    std = math.sqrt(2) * fm16.sensitivity(1) / 0.98
+    assert fm16.blocks[-1].shape == (16, 16) and 60_000 / 256 >= math.sqrt(2) * std
+    # Gaussian budgets use the L2 sensitivity: a ρ worth less noise allows finer cells
+    assert pair_bins(rows=20_000, rho=0.5) >= pair_bins(rows=20_000, epsilon=1.0)
+    assert pair_bins(rows=20_000, epsilon=1.0, delta=1e-6) >= pair_bins(rows=20_000, epsilon=1.0)
+    with pytest.raises(ValueError, match="public estimate"):
+        auto_marginals(box, rows=0, epsilon=1.0)
+
+
+def test_row_estimate_picks_the_map_never_the_data(people):
+    """The map comes from the schema's estimate and the budget: releases of tables of other
+    sizes (neighbours included) under the same schema use the same map."""
+    schema = dps.Schema(SCHEMA.to_dict()["columns"], rows=50_000)
+    maps = [
+        dps.release_sketch(frame, schema=schema, epsilon=1.0).feature_map.to_dict()
+        for frame in (people, people.head(people.height - 1), people.head(5_000))
+    ]
+    assert maps[0] == maps[1] == maps[2] == dps.auto_feature_map(schema, epsilon=1.0).to_dict()
+    assert maps[0] != dps.auto_feature_map(SCHEMA).to_dict()  # the estimate did change the resolution
