@@ -65,11 +65,12 @@ def _demo(args: argparse.Namespace) -> int:
 
     dp.enable_features("contrib", "honest-but-curious")
     frame = demo_data(args.n, args.seed)
-    schema = dps.Schema.from_dict(DEMO_SCHEMA)
+    # the row estimate is public here: the demo chose the size before generating the rows
+    schema = dps.Schema.from_dict({**DEMO_SCHEMA, "rows": args.n})
     print(
         f"opendp-sketch demo: {args.n:,} synthetic rows, columns {list(DEMO_COLUMNS)}, total budget ε = {args.epsilon}"
     )
-    print(f"public schema (no data read): {json.dumps(DEMO_SCHEMA['columns'])}")
+    print(f"public schema (no data read): {json.dumps(DEMO_SCHEMA['columns'])}, rows ≈ {args.n:,}")
     t0 = time.perf_counter()
     sk = dps.release_sketch(frame, schema=schema, epsilon=args.epsilon)
     released = time.perf_counter() - t0

@@ -122,6 +122,21 @@ class _Design:
             self.P = scipy.sparse.csr_matrix(dense.astype(np.float64)) if share < _SPARSE_SHARE else dense
         self.PT = self.P.T.tocsr() if scipy.sparse.issparse(self.P) else None
 
+    @property
+    def multiplicity(self) -> np.ndarray | None:
+        """Points per distinct row (``None`` when rows are not deduplicated)."""
+        if self.rows is None:
+            return None
+        return np.bincount(self.rows, minlength=self.P.shape[0]).astype(np.float64)
+
+    def mix_rows(self, v: np.ndarray) -> np.ndarray:
+        """``Pᵀv`` for a weight ``v`` per distinct row."""
+        return self.PT @ v
+
+    def score_rows(self, r: np.ndarray) -> np.ndarray:
+        """``P r`` per distinct row."""
+        return self.P @ r
+
     def mix(self, w: np.ndarray) -> np.ndarray:
         """``Pᵀw``: the mean feature vector of the weighted points."""
         if self.rows is not None:  # the weight of each distinct row, then its features
@@ -166,15 +181,50 @@ def _fit_weights(
 
     Returns ``(θ, loss, iterations run)`` with ``w = softmax(θ)``; the step grows after a success
     and halves until the loss decreases, so the loss never increases.
+
+    Points that share a distinct design row get the same gradient at every step, so from a ``θ``
+    constant on each row (uniform weights) they keep equal ``θ``: the descent then runs on the
+    distinct rows, each weighted by its number of points, and gives the same weights at the cost
+    of the rows.
     """
-    w = _softmax(theta)
-    r = design.mix(w) - target
+    mult = design.multiplicity
+    if mult is not None and not theta.any():
+        log_mult = np.log(mult)
+        rows = design.rows
+        assert rows is not None
+        theta_rows, loss, it = _descend(
+            lambda t: _softmax(t + log_mult),
+            design.mix_rows,
+            design.score_rows,
+            target,
+            wt,
+            np.zeros(mult.size),
+            iterations,
+            tol,
+        )
+        return theta_rows[rows], loss, it
+    return _descend(_softmax, design.mix, design.score, target, wt, theta, iterations, tol)
+
+
+def _descend(
+    weights: Callable[[np.ndarray], np.ndarray],
+    mix: Callable[[np.ndarray], np.ndarray],
+    score: Callable[[np.ndarray], np.ndarray],
+    target: np.ndarray,
+    wt: np.ndarray,
+    theta: np.ndarray,
+    iterations: int,
+    tol: float,
+) -> tuple[np.ndarray, float, int]:
+    """The exponentiated-gradient loop of :func:`_fit_weights` on ``w = weights(θ)``."""
+    w = weights(theta)
+    r = mix(w) - target
     loss = 0.5 * float(wt @ (r * r))
     eta = None
     it = 0
     while it < iterations:
         it += 1
-        g = design.score(wt * r)
+        g = score(wt * r)
         spread = float(g.max() - g.min())
         if not spread > 0 or not math.isfinite(spread):
             break
@@ -183,8 +233,8 @@ def _fit_weights(
         accepted = False
         for _ in range(30):
             theta_new = theta - eta * (g - g.min())
-            w_new = _softmax(theta_new)
-            r_new = design.mix(w_new) - target
+            w_new = weights(theta_new)
+            r_new = mix(w_new) - target
             loss_new = 0.5 * float(wt @ (r_new * r_new))
             if loss_new < loss:
                 accepted = True

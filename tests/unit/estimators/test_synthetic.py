@@ -7,6 +7,7 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 import pytest
+import scipy.sparse
 
 import opendp_sketch as dps
 from opendp_sketch.estimators.synthetic import SyntheticDecoder
@@ -256,3 +257,26 @@ def test_the_design_stores_each_distinct_one_hot_row_once_without_changing_its_p
     idx = np.array([[0, 1], [1, 0], [0, 1]])
     distinct, inverse = _distinct_rows(idx)
     assert np.array_equal(distinct[inverse], idx) and distinct.shape[0] == 2
+
+
+def test_the_fit_on_distinct_rows_gives_the_weights_of_the_fit_on_points():
+    """From uniform weights, points sharing a design row keep equal weights, so fitting the rows
+    (weighted by their number of points) is the same descent at the cost of the rows."""
+    from opendp_sketch.estimators.synthetic import _Design, _fit_weights
+
+    rng = np.random.default_rng(7)
+    fm = dps.Marginals((0, 1), [0, 1, (0, 1)], bins=4, dim=2)
+    X = rng.choice([0.1, 0.3, 0.6, 0.9], size=(2_000, 2), p=[0.1, 0.2, 0.3, 0.4])
+    target = fm.transform(rng.uniform(size=(300, 2)) ** 2).mean(axis=0)
+    wt = np.full(fm.num_features, 50.0)
+    rows = _Design(fm, X)
+    assert rows.multiplicity is not None and rows.P.shape[0] == 16
+    points = _Design(fm, X)
+    points.rows = None  # the same matrix, one row per point
+    points.P = scipy.sparse.csr_matrix(fm.transform(X))
+    points.PT = points.P.T.tocsr()
+    theta_r, loss_r, it_r = _fit_weights(rows, target, wt, np.zeros(2_000), 300, 1e-9)
+    theta_p, loss_p, it_p = _fit_weights(points, target, wt, np.zeros(2_000), 300, 1e-9)
+    w_r, w_p = np.exp(theta_r - theta_r.max()), np.exp(theta_p - theta_p.max())
+    np.testing.assert_allclose(w_r / w_r.sum(), w_p / w_p.sum(), rtol=1e-9, atol=1e-15)
+    assert it_r == it_p and abs(loss_r - loss_p) <= 1e-9 * max(loss_p, 1.0)
