@@ -155,9 +155,16 @@ class Answers:
     """What a system answered for one release."""
 
     def __init__(
-        self, counts: np.ndarray, cdfs: np.ndarray, means: np.ndarray, seconds: float, note: str = ""
+        self,
+        counts: np.ndarray,
+        cdfs: np.ndarray,
+        means: np.ndarray,
+        seconds: float,
+        note: str = "",
+        second: np.ndarray | None = None,
     ):
         self.counts, self.cdfs, self.means, self.seconds, self.note = counts, cdfs, means, seconds, note
+        self.second = second
 
 
 def public_rows(n: int) -> int:
@@ -194,7 +201,8 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> 
     P = cdf_points(E)
     cdfs = np.concatenate([np.atleast_1d(est.cdf(j, P[j])) for j in range(d)])
     means = np.asarray(est.mean())
-    return Answers(counts, cdfs, means, time.perf_counter() - t0)
+    second = np.asarray(est.moment(2))
+    return Answers(counts, cdfs, means, time.perf_counter() - t0, second=second)
 
 
 def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
@@ -220,7 +228,7 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> A
     P = cdf_points(E)
     cdfs = np.concatenate([(S[:, j][:, None] <= P[j]).mean(axis=0) for j in range(lo.size)])
     means = S.mean(axis=0)
-    return Answers(np.array(counts), cdfs, means, time.perf_counter() - t0)
+    return Answers(np.array(counts), cdfs, means, time.perf_counter() - t0, second=(S * S).mean(axis=0))
 
 
 # -- driver ----------------------------------------------------------------------------------------
@@ -230,6 +238,11 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
     n = X.shape[0]
     truth = np.array([in_range(X, q, E).sum() for q in queries], dtype=np.float64)
     mu = X.mean(axis=0)
+    m2 = (X * X).mean(axis=0)
+    P = cdf_points(E)
+    # the CDF points are bin edges; bins are [c, c'), so the mass a system can place below an edge
+    # is P(x < edge) (integer columns put whole values on the edges)
+    true_cdf = np.concatenate([(X[:, j][:, None] < P[j]).mean(axis=0) for j in range(X.shape[1])])
     err = np.abs(ans.counts - truth) / n
     arity = np.array([len(q[0]) for q in queries])
     return {
@@ -241,6 +254,22 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
         "negative_counts": int((ans.counts < 0).sum()),
         "cdf_outside": int(((ans.cdfs < 0) | (ans.cdfs > 1)).sum()),
         "means_mre": float(np.mean(np.abs(ans.means - mu) / np.abs(mu))),
+        "second_mre": float(np.mean(np.abs(ans.second - m2) / np.abs(m2)))
+        if ans.second is not None
+        else float("nan"),
+        "cdf_err": float(np.mean(np.abs(ans.cdfs - true_cdf))),
+        # every answer a distribution could not give: negative counts, CDF values outside [0, 1] or
+        # decreasing along a column, means outside the public box
+        "infeasible": int(
+            (ans.counts < 0).sum()
+            + ((ans.cdfs < 0) | (ans.cdfs > 1)).sum()
+            + sum(
+                int((np.diff(c) < -1e-12).sum())
+                for c in np.split(ans.cdfs, np.cumsum([len(p) for p in P])[:-1])
+            )
+            + ((ans.means < E[:, 0]) | (ans.means > E[:, -1])).sum()
+        ),
+        "queries": int(len(ans.counts) + len(ans.cdfs) + len(ans.means)),
         "seconds": ans.seconds,
     }
 
@@ -331,6 +360,10 @@ def write(
         "negative_counts",
         "cdf_outside",
         "means_mre",
+        "second_mre",
+        "cdf_err",
+        "infeasible",
+        "queries",
         "seconds",
         "failure",
     ]
@@ -351,8 +384,8 @@ def write(
         f"columns), {N_CDF} CDF points per column. "
         "Cells: mean over releases (min–max for time); failures as reported.",
         "",
-        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | release + decode s | failures |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | second moments MRE | CDF mean \\|err\\| | infeasible answers (all releases) | release + decode s | failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in tables:
         for system in systems:
@@ -369,10 +402,13 @@ def write(
                     f"{np.mean([r['negative_counts'] for r in ok]):.0f}",
                     f"{np.mean([r['cdf_outside'] for r in ok]):.0f}",
                     f"{np.mean([r['means_mre'] for r in ok]):.4f}",
+                    f"{np.mean([r['second_mre'] for r in ok]):.4f}",
+                    f"{np.mean([r['cdf_err'] for r in ok]):.4f}",
+                    f"{sum(r['infeasible'] for r in ok)} of {sum(r['queries'] for r in ok):,}",
                     f"{min(t):.1f}–{max(t):.1f}",
                 ]
             else:
-                cells = ["–"] * 8
+                cells = ["–"] * 11
             lines.append(
                 f"| {name} (n={rs[0]['n']}, d={rs[0]['d']}) | {LABELS[system]} | "
                 + " | ".join(cells)
