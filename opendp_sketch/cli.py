@@ -447,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         metavar="N",
         help='a public estimate of the row count (never read from the data; the schema\'s "rows"): '
-        "--map auto then measures 2-way marginals as finely as the noise allows, and with --map kmeans "
+        "--map auto then measures 2-way marginals at 16 bins where the noise allows and leaves them out "
+        "where it does not, and with --map kmeans "
         "each row evaluates only the frequencies the estimate allows; a wrong guess costs accuracy, "
         "not privacy",
     )

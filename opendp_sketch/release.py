@@ -64,8 +64,8 @@ AUTO_FINE_BINS = 32
 AUTO_PAIR_BINS = 8
 #: the finest 2-way resolution the automatic map picks (decoding cost grows with the cells)
 AUTO_MAX_PAIR_BINS = 16
-#: a 2-way resolution is fine enough when an average cell holds this many noise std's of rows
-AUTO_CELL_SNR = math.sqrt(2)
+#: 2-way marginals are measured when an average cell holds this many noise std's of rows
+AUTO_PAIR_SNR = 3 * math.sqrt(2)
 #: share of the privacy budget spent on the count (the rest goes to the feature sum)
 DEFAULT_COUNT_FRACTION = 0.02
 
@@ -862,29 +862,36 @@ def auto_marginals(
     rho: float | None = None,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
 ) -> FeatureMap:
-    r"""Every 1-way and 2-way marginal, with 2-way cells as fine as a public row estimate allows.
+    r"""Every 1-way marginal, and the 2-way marginals when a public row estimate says they pay.
 
-    Without ``rows`` or a budget the 2-way marginals use ``AUTO_PAIR_BINS = 8`` bins per numeric
-    column (categories and small integer columns keep theirs). With both, the resolution ``c`` is
-    the largest of ``16, 8, 4, 2`` (at most ``fine_bins``) at which an average 2-way cell holds at
-    least ``AUTO_CELL_SNR = √2`` noise standard deviations of rows:
+    Without ``rows`` or a budget: every 1-way and every 2-way marginal, the 2-way ones with
+    ``AUTO_PAIR_BINS = 8`` bins per numeric column (categories and small integer columns keep
+    theirs). With both, the 2-way marginals get ``AUTO_MAX_PAIR_BINS = 16`` bins per numeric
+    column (at most ``fine_bins``), and a pair is measured only if its average cell holds at least
+    ``AUTO_PAIR_SNR = 3√2 ≈ 4.2`` noise standard deviations of rows:
 
-    ``rows / c² ≥ √2 · σ``, with ``σ`` the noise std of one cell for this map (its L1/L2
-    sensitivity is the number of blocks / its square root) and the sum's share of the budget.
+    ``rows / (cells of the pair) ≥ 3√2 · σ``, with ``σ`` the noise std of one cell for the map
+    with every pair (L1/L2 sensitivity: the number of blocks / its square root) and the sum's
+    share of the budget. Pairs with a categorical or boolean column have few cells, so they stay
+    longest (a classifier's label keeps its pairs).
 
-    Finer cells answer finer queries but each adds its own noise, so at small ``rows·ε`` coarser
-    cells win: on three real tables (``benchmarks/results/real_tables.md``) 16 × 16 was best at
-    ε = 1 and 8 × 8 or 4 × 4 at ε = 0.1, as this rule picks. Everything read is public: the box,
-    the column kinds, the budget and the estimate ``rows`` (never the data's row count).
+    Why: every block shares the budget, so pairs make every cell noisier, 1-way ones included,
+    and a multi-column answer without them falls back on independence within the decoder's
+    fit. On three real tables (``benchmarks/results/real_tables*.md``; 1 000 random 1–3-column
+    counts) pairs at 16 × 16 won where this ratio was 4 or more (CPSSW8 at ε = 0.3 and 1, movies
+    at ε = 1), 1-way marginals alone won or tied at 2 and below (countymurders at every ε,
+    movies at ε ≤ 0.3, CPSSW8 at ε = 0.1), and coarser pairs (8 × 8, 4 × 4) lost to 1-way
+    marginals alone wherever they were tried. Everything read is public: the box, the column
+    kinds, the budget and the estimate ``rows`` (never the data's row count).
 
     :example:
 
     >>> from opendp_sketch.release import auto_marginals
     >>> box = ([0.0] * 6, [1.0] * 6)
-    >>> [auto_marginals(box, rows=60_000, epsilon=e).blocks[-1].shape for e in (0.1, 0.3, 1.0)]
-    [(8, 8), (16, 16), (16, 16)]
-    >>> auto_marginals(box, rows=1_000, epsilon=1.0).blocks[-1].shape, auto_marginals(box).blocks[-1].shape
-    ((4, 4), (8, 8))
+    >>> [len(auto_marginals(box, rows=60_000, epsilon=e).blocks) for e in (0.1, 0.3, 1.0)]
+    [6, 6, 21]
+    >>> auto_marginals(box, rows=60_000, epsilon=1.0).blocks[-1].shape, auto_marginals(box).blocks[-1].shape
+    ((16, 16), (8, 8))
     """
     from .features.marginals import Marginals
 
@@ -900,13 +907,16 @@ def auto_marginals(
         raise ValueError(f"rows ({rows!r}) must be a positive integer: a public estimate of the row count")
     budget = Budget.of(epsilon, delta, rho)
     share = 1.0 - check_fraction(count_fraction)
-    c = min(AUTO_MAX_PAIR_BINS, fine_bins)
-    while True:
-        fm = build(c)
-        std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
-        if c <= 2 or rows / c**2 >= AUTO_CELL_SNR * std:
-            return fm
-        c //= 2
+    fm = build(min(AUTO_MAX_PAIR_BINS, fine_bins))
+    # the noise of the map with every pair: dropping blocks only lowers it, so a kept pair's
+    # cells hold at least this many noise std's of rows in the final map too
+    std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
+    keep = [b for b in fm.blocks if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std]
+    if len(keep) == len(fm.blocks):
+        return fm
+    return Marginals(
+        bounds, [b.subset for b in keep], [list(b.shape) for b in keep], categorical=categorical, dim=fm.dim
+    )
 
 
 def auto_feature_map(
@@ -924,10 +934,10 @@ def auto_feature_map(
     The rule (:func:`~opendp_sketch.release.auto_marginals` on the encoded box): every column's
     1-way marginal (32 equal bins of a numeric column's public range, one cell per category, and
     one bin per value of a linear integer column with at most 32 values) and every 2-way marginal
-    — 8×8 bins, or, when the schema carries a public ``rows`` estimate, as fine as the noise of
-    the budget allows (up to 16×16); categories and small integer columns keep theirs. Means,
-    shares, CDFs, group statistics and 2-way counts are then averages over cells the sketch
-    measures.
+    at 8×8 bins; when the schema carries a public ``rows`` estimate, the 2-way marginals are
+    measured at 16×16 if the budget leaves an average cell well above its noise, and left out
+    otherwise. Categories and small integer columns keep their cells. Means, shares, CDFs, group
+    statistics and 2-way counts are then averages over cells the sketch measures.
 
     >>> import opendp_sketch as dps
     >>> fm = auto_feature_map(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))

@@ -258,9 +258,10 @@ class Schema:
     :param columns: ``{name: spec}``; a spec is ``(lower, upper)`` (numeric), a list of labels
         (categorical), ``bool``, or a :class:`Numeric` / :class:`Categorical` / :class:`Boolean`
     :param rows: optional public estimate of the number of rows (an order of magnitude is
-        enough; never read from the data). With it, the automatic map measures its 2-way
-        marginals as finely as the noise allows (:func:`~opendp_sketch.auto_feature_map`); a wrong
-        estimate costs accuracy, never privacy.
+        enough; never read from the data). With it, the automatic map measures 2-way marginals
+        at 16 bins where their cells hold well above the noise, and leaves them out where they do
+        not (:func:`~opendp_sketch.auto_feature_map`); a wrong estimate costs accuracy, never
+        privacy.
     :raises ValueError: for an empty schema, a malformed column (naming it) or a bad ``rows``
     :example:
 

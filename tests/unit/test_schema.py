@@ -287,34 +287,31 @@ def test_row_estimate_round_trips_and_is_checked(tmp_path):
             dps.Schema({"x": (0, 1)}, rows=bad)
 
 
-def test_pair_resolution_follows_the_public_row_estimate_and_budget():
-    from opendp_sketch.release import auto_marginals
+def test_pairs_follow_the_public_row_estimate_and_budget():
+    from opendp_sketch.release import AUTO_PAIR_SNR, auto_marginals
 
     box = ([0.0] * 6, [1.0] * 6)
 
-    def pair_bins(**kw):
-        return auto_marginals(box, **kw).blocks[-1].shape[0]
+    def pairs(**kw):
+        return [b.shape for b in auto_marginals(box, **kw).blocks if len(b.subset) == 2]
 
-    assert pair_bins() == 8 and pair_bins(rows=10**6) == 8 and pair_bins(epsilon=1.0) == 8  # no estimate
-    # finer with more rows or more budget, never finer than 16, never coarser than 2
-    grid = [
-        pair_bins(rows=n, epsilon=e) for n in (10**2, 10**3, 10**4, 10**5, 10**7) for e in (0.1, 1.0, 10.0)
-    ]
-    assert (
-        set(grid) <= {2, 4, 8, 16}
-        and pair_bins(rows=10**7, epsilon=10.0) == 16
-        and pair_bins(rows=100, epsilon=0.1) == 2
-    )
+    # no estimate or no budget: every pair at 8 × 8, as before
+    assert pairs() == pairs(rows=10**6) == pairs(epsilon=1.0) == [(8, 8)] * 15
+    # with both: every pair at 16 × 16 or left out; more rows or budget never removes one
     for e in (0.1, 1.0, 10.0):
-        seq = [pair_bins(rows=n, epsilon=e) for n in (10**2, 10**3, 10**4, 10**5, 10**7)]
-        assert seq == sorted(seq)
-    # the rule itself: 16 × 16 when an average cell holds √2 noise std's of rows, else coarser
-    fm16 = auto_marginals(box, rows=60_000, epsilon=1.0)
-    std = math.sqrt(2) * fm16.sensitivity(1) / 0.98
-    assert fm16.blocks[-1].shape == (16, 16) and 60_000 / 256 >= math.sqrt(2) * std
-    # Gaussian budgets use the L2 sensitivity: a ρ worth less noise allows finer cells
-    assert pair_bins(rows=20_000, rho=0.5) >= pair_bins(rows=20_000, epsilon=1.0)
-    assert pair_bins(rows=20_000, epsilon=1.0, delta=1e-6) >= pair_bins(rows=20_000, epsilon=1.0)
+        counts = [len(pairs(rows=n, epsilon=e)) for n in (10**3, 10**4, 10**5, 10**6, 10**7)]
+        assert counts == sorted(counts) and set(counts) <= {0, 15}
+    assert pairs(rows=60_000, epsilon=1.0) == [(16, 16)] * 15 and pairs(rows=60_000, epsilon=0.1) == []
+    # the rule: a pair stays iff its cells hold 3√2 noise std's of rows, noise of the map with every pair
+    std = math.sqrt(2) * 21 / 0.98
+    assert 60_000 / 256 >= AUTO_PAIR_SNR * std and 60_000 / 256 < AUTO_PAIR_SNR * std * 10
+    # a categorical column's pairs have few cells: they stay when the numeric pair goes
+    fm = auto_marginals(([0.0, 0.0, 0.0], [1.0, 1.0, 2.0]), categorical=[2], rows=20_000, epsilon=0.3)
+    assert [b.subset for b in fm.blocks] == [(0,), (1,), (2,), (0, 2), (1, 2)]
+    assert [b.shape for b in fm.blocks[3:]] == [(16, 3), (16, 3)]
+    # Gaussian budgets use the L2 sensitivity: at these sizes they keep at least as many pairs
+    assert len(pairs(rows=20_000, rho=0.5)) >= len(pairs(rows=20_000, epsilon=1.0))
+    assert len(pairs(rows=20_000, epsilon=1.0, delta=1e-6)) >= len(pairs(rows=20_000, epsilon=1.0))
     with pytest.raises(ValueError, match="public estimate"):
         auto_marginals(box, rows=0, epsilon=1.0)
 
