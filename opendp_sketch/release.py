@@ -879,7 +879,7 @@ def auto_marginals(
     and a multi-column answer without them falls back on independence within the decoder's
     fit. On three real tables (``benchmarks/results/real_tables*.md``; 1 000 random 1–3-column
     counts) pairs at 16 × 16 won where this ratio was 4 or more (CPSSW8 at ε = 0.3 and 1, movies
-    at ε = 1), 1-way marginals alone won or tied at 2 and below (countymurders at every ε,
+    at ε = 1), 1-way marginals alone won or tied at 2 and below (countymurders at ε ≤ 1,
     movies at ε ≤ 0.3, CPSSW8 at ε = 0.1), and coarser pairs (8 × 8, 4 × 4) lost to 1-way
     marginals alone wherever they were tried. Everything read is public: the box, the column
     kinds, the budget and the estimate ``rows`` (never the data's row count).
