@@ -3,6 +3,7 @@
 from .classify import KDEClassifier, NearestMeanClassifier
 from .compressive import CompressiveGMM, CompressiveKMeans, compressive_feature_map, compressive_kmeans
 from .distance import L1DistanceSum, SquaredL2DistanceSum
+from .intervals import Interval
 from .kde import KDE
 from .learn import LogisticRegression, SketchLinearRegression
 from .m2m import M2M
@@ -13,6 +14,7 @@ from .synthetic import SyntheticDecoder
 
 __all__ = [
     "M2M",
+    "Interval",
     "SyntheticDecoder",
     "LogisticRegression",
     "SketchLinearRegression",

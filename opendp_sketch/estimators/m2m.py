@@ -40,6 +40,7 @@ from ..features.base import FeatureMap, OneHotFeatureMap
 from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
+from .intervals import CellIndex, Interval, cell_intervals, probe_points, require_cells
 from .synthetic import SyntheticDecoder
 
 __all__ = ["M2M", "Prior"]
@@ -287,23 +288,45 @@ class M2M:
             self.lam = self._choose_lam(lam)
             self.weights = self._compute_weights()
         self._frame: pl.DataFrame | None = None
+        self._probe_points: np.ndarray | None = None
+        self._cells: CellIndex | None = None
         self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         # a sketch of a table under a public schema: answers in its units and labels
         self.schema = Schema.from_dict(sketch.schema) if sketch.schema is not None else None
         self._user, self._lo_user, self._hi_user = self._user_view()
 
-    def _user_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The samples and box in the table's units: numeric columns mapped back from ``[0, 1]`` by
-        their public ranges (unrounded, so averages are unbiased), coded columns as codes."""
+    def _user_view(self, points: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The samples (or ``points``) and box in the table's units: numeric columns mapped back
+        from ``[0, 1]`` by their public ranges (unrounded, so averages are unbiased), coded columns
+        as codes."""
+        X = self.samples if points is None else points
         if self.schema is None:
-            return self.samples, self.lower, self.upper
-        X, lo, hi = self.samples.copy(), self.lower.copy(), self.upper.copy()
+            return X, self.lower, self.upper
+        X, lo, hi = X.copy(), self.lower.copy(), self.upper.copy()
         for j, name in enumerate(self.schema.columns):
             col = self.schema[name]
             if isinstance(col, Numeric):
                 X[:, j] = col.value(X[:, j])
                 lo[j], hi[j] = col.lower, col.upper
         return X, lo, hi
+
+    def _probes(self) -> np.ndarray:
+        """Public probe points for intervals: uniform in the box (public values for discrete
+        columns), drawn from the public seed."""
+        if self._probe_points is None:
+            require_cells(self.feature_map)
+            discrete = self.decoder.discrete_ if self.method == "synthetic" else self.discrete
+            n = max(10_000, self.samples.shape[0])
+            rng = np.random.default_rng([self.seed, 1])
+            self._probe_points = probe_points(self.feature_map, self.lower, self.upper, discrete, n, rng)
+        return self._probe_points
+
+    def _cell_index(self) -> CellIndex:
+        if self._cells is None:
+            P = self._probes()
+            mass = np.concatenate([self.weights * max(self.n_hat, 0.0), np.zeros(P.shape[0])])
+            self._cells = CellIndex(self.feature_map, np.vstack([self.samples, P]), mass)
+        return self._cells
 
     # -- construction ---------------------------------------------------------------------------
     def _resolve_discrete(
@@ -399,15 +422,16 @@ class M2M:
             return self.columns.index(column)
         raise ValueError(f"column ({column!r}) is not in the sketch; its columns are {self.columns}")
 
-    def _values(self, f: Query) -> np.ndarray:
-        """``f`` evaluated on the prior samples as an ``(ns, k)`` float array."""
-        ns = self.n_samples
+    def _values(self, f: Query, points: np.ndarray | None = None) -> np.ndarray:
+        """``f`` evaluated on the samples (or on ``points``) as an ``(ns, k)`` float array."""
+        ns = self.n_samples if points is None else points.shape[0]
         if isinstance(f, pl.Expr) or (
             isinstance(f, (list, tuple)) and f and all(isinstance(e, pl.Expr) for e in f)
         ):
             exprs = [f] if isinstance(f, pl.Expr) else list(f)
+            frame = self._sample_frame() if points is None else self._decode(points)
             try:
-                out = self._sample_frame().select(exprs)
+                out = frame.select(exprs)
             except pl.exceptions.PolarsError as e:
                 raise ValueError(
                     f"the Polars expression could not be evaluated on columns {self.columns}: {e}"
@@ -423,7 +447,7 @@ class M2M:
             except pl.exceptions.PolarsError:
                 raise ValueError("a Polars query must produce numeric or boolean values") from None
         elif callable(f):
-            F = np.asarray(f(self._user.copy()))
+            F = np.asarray(f((self._user if points is None else self._user_view(points)[0]).copy()))
             if F.dtype == bool:
                 F = F.astype(np.float64)
             if not np.issubdtype(F.dtype, np.number):
@@ -452,53 +476,95 @@ class M2M:
         a = self._solve(b / self.n_samples)
         return np.linalg.norm(a, axis=0) * math.sqrt(self.noise_var) / self.n_hat
 
-    def _answer(self, F: np.ndarray, scale: float, shape: tuple[int, ...], return_std: bool) -> Any:
+    def _answer(
+        self,
+        F: np.ndarray,
+        scale: float,
+        shape: tuple[int, ...],
+        return_std: bool,
+        interval: float | None = None,
+        kind: str = "mean",
+        probe: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> Any:
         value = (self.weights @ F).reshape(shape) * scale
+        if interval is not None:
+            if return_std:
+                raise ValueError("ask for return_std or interval, not both")
+            if probe is None:
+                raise ValueError("this answer has no interval")
+            index = self._cell_index()
+            Fp = np.vstack([F, probe(self._probes())])
+            low, high, supported = cell_intervals(self.sketch, index, Fp, level=interval, kind=kind)
+            return Interval(value, low.reshape(shape), high.reshape(shape), supported.reshape(shape))
         if not return_std:
             return value
         if self.method != "ridge":
             raise ValueError("return_std needs method='ridge' (the linear estimate's noise term)")
         return value, (self._noise_std(F) * abs(scale)).reshape(shape)
 
-    def expect(self, f: Query, *, return_std: bool = False) -> Any:
+    def expect(self, f: Query, *, return_std: bool = False, interval: float | None = None) -> Any:
         r"""Estimate of ``(1/n) Σ f(x_i)``.
 
         :param f: a vectorised function (``(ns, d)`` array → ``(ns,)`` or ``(ns, k)``), a Polars
             expression over the sketch's column names, or a list of expressions
-        :param return_std: also return the standard deviation of the DP-noise term
+        :param return_std: ridge only: also return the standard deviation of the DP-noise term
+        :param interval: a level such as ``0.95``: return an :class:`Interval` (value, low, high,
+            supported) bracketing the answer by the released cells (marginal and histogram
+            sketches; see :mod:`~opendp_sketch.estimators.intervals`)
         :return: a float (one output) or an array of ``k``; with ``return_std`` a pair
         """
         F = self._values(f)
         shape: tuple[int, ...] = () if F.shape[1] == 1 else (F.shape[1],)
-        out = self._answer(F, 1.0, shape, return_std)
-        return _scalar(out)
+        return _scalar(self._answer(F, 1.0, shape, return_std, interval, probe=lambda P: self._values(f, P)))
 
-    def count(self, predicate: Query, *, return_std: bool = False) -> Any:
+    def count(self, predicate: Query, *, return_std: bool = False, interval: float | None = None) -> Any:
         """Estimated number of rows satisfying ``predicate`` (``n̂`` times its estimated frequency).
 
         :param predicate: vectorised boolean function of an ``(ns, d)`` array, or a Polars expression
+        :param interval: a level such as ``0.95``: return an :class:`Interval` whose bounds count
+            rows from the released cells (no row count needed); ``supported=False`` flags a count
+            no released block holds (e.g. three columns when only pairs were measured): its
+            interval is the range the cells allow, not a noise band
+
+        >>> import numpy as np, polars as pl, opendp_sketch as dps
+        >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=1)
+        >>> sk = dps.Sketch(feature_map=fm, sum_units=np.array([10, 20, 30, 40]), count=100,
+        ...                 bounds=([0.0], [1.0]), column_names=["x"],
+        ...                 noise={"sum_variance": 4.0, "count_variance": 4.0})
+        >>> est = dps.M2M(sk, n_samples=2_000)
+        >>> iv = est.count(pl.col("x") < 0.5, interval=0.95)   # two whole bins: noise only
+        >>> round(iv.value), round(iv.low, 1), round(iv.high, 1), iv.supported
+        (30, 24.5, 35.5, True)
+        >>> iv = est.count(pl.col("x") < 0.6, interval=0.95)   # cuts a bin: 30 to 60 rows, ± noise
+        >>> round(iv.low, 1), round(iv.high, 1), iv.supported
+        (24.5, 66.8, False)
         """
         F = self._values(predicate)
-        return _scalar(self._answer(F, self.n_hat, () if F.shape[1] == 1 else (F.shape[1],), return_std))
+        shape: tuple[int, ...] = () if F.shape[1] == 1 else (F.shape[1],)
+        probe = lambda P: self._values(predicate, P)  # noqa: E731
+        return _scalar(self._answer(F, self.n_hat, shape, return_std, interval, kind="count", probe=probe))
 
-    def moment(self, k: int, *, return_std: bool = False) -> Any:
-        """Raw moment ``E[x_j^k]`` of every column (array of ``d``)."""
+    def moment(self, k: int, *, return_std: bool = False, interval: float | None = None) -> Any:
+        """Raw moment ``E[x_j^k]`` of every column (array of ``d``; ``interval``: see :meth:`expect`)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValueError(f"k ({k!r}) must be a non-negative integer")
-        return self._answer(self._user**k, 1.0, (self.lower.size,), return_std)
+        probe = lambda P: self._user_view(P)[0] ** k  # noqa: E731
+        return self._answer(self._user**k, 1.0, (self.lower.size,), return_std, interval, probe=probe)
 
-    def mean(self, *, return_std: bool = False) -> Any:
-        """Mean of every column (array of ``d``, in the data's units).
+    def mean(self, *, return_std: bool = False, interval: float | None = None) -> Any:
+        """Mean of every column (array of ``d``, in the data's units; ``interval``: see
+        :meth:`expect`: a mean is bracketed by its cells' ends, so a numeric column's interval is
+        at least about a bin wide).
 
         With a schema: numeric columns in their units, boolean columns the share of ``True``,
         categorical columns ``NaN`` (see :meth:`shares`).
         """
-        out = self.moment(1, return_std=return_std)
+        out = self.moment(1, return_std=return_std, interval=interval)
         if self.schema is not None:
             nominal = [
                 j for j, c in enumerate(self.schema.columns) if isinstance(self.schema[c], Categorical)
             ]
-            for arr in out if isinstance(out, tuple) else (out,):
+            for arr in out[:3] if isinstance(out, Interval) else out if isinstance(out, tuple) else (out,):
                 arr[nominal] = np.nan
         return out
 
@@ -545,8 +611,11 @@ class M2M:
             .sort(by, nulls_last=True)
         )
 
-    def cdf(self, column: str | int, points: Any, *, return_std: bool = False) -> Any:
-        """Estimated ``P(x_column ≤ t)`` at each point ``t`` (ridge: raw linear estimates, not clipped).
+    def cdf(
+        self, column: str | int, points: Any, *, return_std: bool = False, interval: float | None = None
+    ) -> Any:
+        """Estimated ``P(x_column ≤ t)`` at each point ``t`` (ridge: raw linear estimates, not clipped;
+        ``interval``: see :meth:`expect`).
 
         :raises ValueError: if a point is outside the column's bounds
         """
@@ -557,9 +626,10 @@ class M2M:
             raise ValueError(
                 f"points must be finite and inside the bounds of {self.columns[j]!r}: [{lo}, {hi}]"
             )
-        if return_std:
+        if return_std or interval is not None:
             F = (self._user[:, j][:, None] <= t).astype(np.float64)
-            return self._answer(F, 1.0, t.shape, True)
+            probe = lambda P: (self._user_view(P)[0][:, j][:, None] <= t).astype(np.float64)  # noqa: E731
+            return self._answer(F, 1.0, t.shape, return_std, interval, probe=probe)
         xs, cw = self._sorted_column(j)
         out = cw[np.searchsorted(xs, t, side="right")]
         # a distribution's CDF: rounding of the cumulative sum may not leave [0, 1]
@@ -635,10 +705,16 @@ class M2M:
 
 
 def _scalar(out: Any) -> Any:
+    if isinstance(out, Interval):
+        return Interval(*(_scalar(o) for o in out))
     if isinstance(out, tuple):
         return tuple(_scalar(o) for o in out)
-    if isinstance(out, np.floating) or (isinstance(out, np.ndarray) and out.ndim == 0):
+    if isinstance(out, np.ndarray) and out.ndim == 0:
+        return out.item()
+    if isinstance(out, np.floating):
         return float(out)
+    if isinstance(out, np.bool_):
+        return bool(out)
     return out
 
 

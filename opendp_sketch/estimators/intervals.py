@@ -1,0 +1,236 @@
+r"""Intervals from the released cells: what a one-hot sketch itself says about an answer.
+
+A one-hot map (marginal tables, histograms) releases, for every block, the row count of each of
+its cells plus noise of a recorded law: ``y_c = x_c + ξ_c`` with ``E ξ_c = 0`` and
+``Var ξ_c = σ²``. The cells of one block partition the box, so for a query ``f``:
+
+.. math:: Σ_c \underline{f}_c\, x_c \;≤\; Σ_i f(x_i) \;≤\; Σ_c \overline{f}_c\, x_c,
+
+where ``f̲_c`` and ``f̄_c`` are the least and greatest values ``f`` takes in cell ``c``, read on
+the decoder's points there (the query's range over all points for a cell without points). Both
+sides are linear in the true counts, so replacing ``x_c`` by ``y_c`` gives unbiased bounds whose
+noise has variance ``σ² Σ_c f̲_c²`` (resp. ``f̄_c``); each bound is widened by ``z`` of those
+standard deviations (``z`` the normal quantile of the level). Every block gives such an
+interval; the answer's interval is their intersection (the greatest lower and the least upper
+bound). For a mean (``expect``) the counts are divided by the block's own total ``T = Σ_c y_c``
+and the noise follows by the delta method, ``σ² Σ_c (f̲_c − L)² / T²``.
+
+**What it covers.** DP noise exactly (up to the normal approximation of a sum of noise
+draws), the count's noise (a bound is a sum of released cells: it needs no row count), and the
+*fit error*: the decoder's answer may be any point of the interval, and where the query cuts
+cells of every block — a 3-column count when only 2-way marginals were released, a range edge
+inside a bin — the interval is the range the released cells allow, however the decoder filled
+them in. A query is **supported** when some block holds it exactly: ``f̲_c = f̄_c`` in every
+cell with points, so the interval is noise only. An unsupported answer is flagged: its interval
+is a worst-case bound, not a noise band.
+
+**Privacy.** Reads the released sums, the recorded noise variance, the public map and the
+decoder's points: post-processing. Nothing here raises on released values (a non-positive
+total gives the trivial interval).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from scipy.stats import norm
+
+from ..features.base import FeatureMap, OneHotFeatureMap
+from ..features.histogram import Histogram
+from ..features.marginals import Marginals
+from ..sketch import Sketch
+
+__all__ = [
+    "CellIndex",
+    "Interval",
+    "cell_intervals",
+    "partitions",
+    "probe_points",
+    "public_edges",
+    "require_cells",
+    "supports_intervals",
+]
+
+
+class Interval(NamedTuple):
+    """An answer with its interval: ``value`` (the decoder's estimate), ``low`` and ``high`` (the
+    bounds at the requested level) and ``supported`` (``True`` when one released block holds the
+    query exactly, so the width is noise only; ``False``: a worst-case bound over what the
+    released cells allow). Scalars for one query, arrays for several."""
+
+    value: Any
+    low: Any
+    high: Any
+    supported: Any
+
+
+def partitions(fm: FeatureMap) -> list[tuple[int, int]] | None:
+    """``(offset, size)`` of the features of each column of ``fm._flat`` (each a partition of the
+    box into cells), or ``None`` for maps without one."""
+    if isinstance(fm, Marginals):
+        return [(b.offset, b.size) for b in fm.blocks]
+    if isinstance(fm, Histogram):
+        return [(int(o), int(b)) for o, b in zip(fm.offsets, fm.bins)]
+    return None
+
+
+def public_edges(fm: FeatureMap) -> list[np.ndarray]:
+    """Every public cell edge of each input column of a map with cells (all resolutions)."""
+    if isinstance(fm, Marginals):
+        cuts: list[list[np.ndarray]] = [[np.array([fm.lower[j], fm.upper[j]])] for j in range(fm.dim)]
+        for blk in fm.blocks:
+            for j, b in zip(blk.subset, blk.shape):
+                cuts[j].append(fm.edges(j, b))
+        return [np.unique(np.concatenate(c)) for c in cuts]
+    if isinstance(fm, Histogram):
+        return [fm.bin_edges(j) for j in range(fm.dim)]
+    raise ValueError(f"{type(fm).__name__} has no public cells")
+
+
+def probe_points(
+    fm: FeatureMap,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    discrete: dict[int, np.ndarray],
+    n: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Public points that read a query in every cell: uniform in the box, a quarter of each
+    column's values moved onto a public cell edge (where integer data and clipped values sit,
+    so ``x ≤ t`` at an edge is seen to cut the cell above it), public values for discrete
+    columns."""
+    P = rng.uniform(lower, upper, size=(n, lower.size))
+    for j, e in enumerate(public_edges(fm)):
+        if j in discrete:
+            P[:, j] = rng.choice(discrete[j], size=n)
+            continue
+        e = e[(e >= lower[j]) & (e <= upper[j])]
+        snap = rng.uniform(size=n) < 0.25
+        if e.size and snap.any():
+            P[snap, j] = rng.choice(e, size=int(snap.sum()))
+    return P
+
+
+def require_cells(fm: FeatureMap) -> list[tuple[int, int]]:
+    """:func:`partitions` of ``fm``, or a ``ValueError`` that names the maps with cells."""
+    parts = partitions(fm)
+    if parts is None:
+        raise ValueError(
+            f"intervals need a sketch of marginal tables or histograms (Marginals, Histogram), not "
+            f"{type(fm).__name__}: release with a schema (its default map is Marginals) or dps.Marginals"
+        )
+    return parts
+
+
+def supports_intervals(fm: FeatureMap) -> bool:
+    """Whether :func:`cell_intervals` works for sketches of ``fm``."""
+    return partitions(fm) is not None
+
+
+class CellIndex:
+    """The cell of every probe point in every block of a one-hot map, sorted once per block.
+
+    :param fm: the sketch's map (:func:`partitions` must know it)
+    :param points: probe points (the decoder's points, then uniform points of the box) in the
+        map's coordinates
+    :param mass: each probe point's share of the rows (the decoder's weights; 0 for the uniform
+        probes): it ranks the blocks by the width they leave, before any query is read
+    """
+
+    def __init__(self, fm: FeatureMap, points: np.ndarray, mass: np.ndarray) -> None:
+        self.parts = require_cells(fm)
+        assert isinstance(fm, OneHotFeatureMap)  # what require_cells accepts
+        idx = fm._flat(points)  # noqa: SLF001 - the map's own cell index
+        self.order: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
+        self.cells: list[np.ndarray] = []
+        self.mass: list[np.ndarray] = []
+        for k, (offset, size) in enumerate(self.parts):
+            c = idx[:, k] - offset
+            order = np.argsort(c, kind="stable")
+            cs = c[order]
+            starts = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]]) if cs.size else np.zeros(0, np.int64)
+            self.order.append(order)
+            self.starts.append(starts)
+            self.cells.append(cs[starts])
+            self.mass.append(np.bincount(c, weights=mass, minlength=size))
+
+    def ranges(self, k: int, F: np.ndarray, fmin: np.ndarray, fmax: np.ndarray):
+        """Least and greatest value of each column of ``F`` in each cell of block ``k``, and which
+        cells hold probe points (``fmin``/``fmax`` for the others)."""
+        size = self.parts[k][1]
+        lo = np.broadcast_to(fmin, (size, F.shape[1])).astype(F.dtype)
+        hi = np.broadcast_to(fmax, (size, F.shape[1])).astype(F.dtype)
+        held = np.zeros(size, dtype=bool)
+        if self.starts[k].size:
+            Fo = F[self.order[k]]
+            lo[self.cells[k]] = np.minimum.reduceat(Fo, self.starts[k], axis=0)
+            hi[self.cells[k]] = np.maximum.reduceat(Fo, self.starts[k], axis=0)
+            held[self.cells[k]] = True
+        return lo, hi, held
+
+
+def cell_intervals(
+    sketch: Sketch,
+    index: CellIndex,
+    F: np.ndarray,
+    *,
+    level: float = 0.95,
+    kind: str = "count",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lower and upper bounds at ``level`` for each column of ``F`` (values of the queries on the
+    probe points of ``index``), and whether each query is supported (see the module's text).
+
+    Each query takes the bounds of the one block that leaves it the narrowest expected interval:
+    the width of its cut cells at the decoder's masses plus the noise band. The choice reads the
+    decoder's fit, not the block's own noise draw.
+
+    :param kind: ``"count"`` (``Σ f(x_i)``) or ``"mean"`` (``(1/n) Σ f(x_i)``)
+    :raises ValueError: for a level outside ``(0, 1)`` or an unknown kind
+    """
+    if isinstance(level, bool) or not (isinstance(level, float | int) and 0 < level < 1):
+        raise ValueError(f"level ({level!r}) must be in (0, 1), e.g. 0.95")
+    if kind not in ("count", "mean"):
+        raise ValueError(f"kind ({kind!r}) must be 'count' or 'mean'")
+    z = float(norm.ppf(0.5 + level / 2))
+    y = np.asarray(sketch.sum, dtype=np.float64)
+    sd = float(np.sqrt(max(sketch.sum_variance, 0.0)))
+    q = F.shape[1]
+    fmin, fmax = F.min(axis=0), F.max(axis=0)
+    if ((F == 0) | (F == 1)).all():  # predicates: their cell ranges in a byte per value
+        F = F.astype(np.int8)
+    low = np.full(q, -np.inf)
+    high = np.full(q, np.inf)
+    best = np.full(q, np.inf)
+    supported = np.zeros(q, dtype=bool)
+    for k, (offset, size) in enumerate(index.parts):
+        lo, hi, held = index.ranges(k, F, fmin, fmax)
+        lo, hi = lo.astype(np.float64), hi.astype(np.float64)
+        yc = y[offset : offset + size]
+        m = index.mass[k]
+        total = float(m.sum())
+        if kind == "count":
+            L, U = yc @ lo, yc @ hi
+            sL = sd * np.sqrt(np.sum(lo**2, axis=0))
+            sU = sd * np.sqrt(np.sum(hi**2, axis=0))
+            cut = m @ (hi - lo)
+        else:
+            T = float(yc.sum())
+            if not T > 0:
+                continue
+            L, U = (yc @ lo) / T, (yc @ hi) / T
+            sL = sd * np.sqrt(np.sum((lo - L) ** 2, axis=0)) / T
+            sU = sd * np.sqrt(np.sum((hi - U) ** 2, axis=0)) / T
+            cut = m @ (hi - lo) / (total if total > 0 else 1.0)
+        width = cut + z * (sL + sU)
+        take = width < best
+        best = np.where(take, width, best)
+        low = np.where(take, L - z * sL, low)
+        high = np.where(take, U + z * sU, high)
+        supported = np.where(take, np.all((lo == hi) | ~held[:, None], axis=0), supported)
+    if kind == "mean":  # an average lies within the query's range
+        low, high = np.maximum(low, fmin), np.minimum(high, fmax)
+    else:  # a count of a non-negative query is non-negative
+        low = np.where(fmin >= 0, np.maximum(low, 0.0), low)
+    return np.minimum(low, high), np.maximum(low, high), supported

@@ -1,0 +1,133 @@
+"""Intervals from the released cells: calibrated where a block holds the query, a true bound where
+none does, refusals for maps without cells."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+import opendp_sketch as dps
+from opendp_sketch.estimators.intervals import CellIndex, cell_intervals
+
+BOX2 = ([0.0, 0.0], [1.0, 1.0])
+
+
+def sketch_of(fm, X, *, sd=0.0, rng=None, box=BOX2, names=("a", "b")):
+    units = np.asarray(fm.fixed_sum(X), dtype=np.int64)
+    if sd > 0:
+        units = units + np.rint(rng.normal(0.0, sd, units.size)).astype(np.int64)
+    return dps.Sketch(
+        feature_map=fm,
+        sum_units=units,
+        count=X.shape[0],
+        noise={"sum_variance": sd**2, "count_variance": sd**2},
+        bounds=box,
+        column_names=list(names),
+    )
+
+
+@pytest.fixture(scope="module")
+def dependent() -> np.ndarray:
+    """Two columns equal up to a little jitter: independence is badly wrong for them."""
+    rng = np.random.default_rng(3)
+    a = rng.beta(2, 5, 4000)
+    return np.column_stack([a, np.clip(a + rng.normal(0, 0.02, a.size), 0, 1)])
+
+
+def test_supported_counts_are_calibrated_noise_bands():
+    """A count of whole cells of one block: the interval is the released cells' sum ± z·σ√cells.
+    Over 4 000 independent noise draws its coverage is 95 % (binomial test, fails at p < 1e-4)."""
+    rng = np.random.default_rng(0)
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=1)
+    X = rng.beta(2, 3, (3000, 1))
+    truth = float((X[:, 0] < 0.5).sum())
+    points = np.linspace(0.01, 0.99, 400)[:, None]
+    index = CellIndex(fm, points, np.full(400, 3000 / 400))
+    F = (points < 0.5).astype(np.float64)
+    hits, reps = 0, 4000
+    for _ in range(reps):
+        sk = sketch_of(fm, X, sd=15.0, rng=rng, box=([0.0], [1.0]), names=("x",))
+        low, high, sup = cell_intervals(sk, index, F, level=0.95)
+        assert sup[0]
+        hits += int(low[0] <= truth <= high[0])
+        assert high[0] - low[0] == pytest.approx(2 * 1.959964 * 15.0 * 2.0, rel=1e-4)  # 4 cells
+    p = stats.binomtest(hits, reps, 0.95).pvalue
+    assert p > 1e-4, (hits / reps, p)
+
+
+def test_unsupported_counts_are_bounds_the_cells_allow(dependent):
+    """With 1-way marginals only, a joint count of two dependent columns is far from what
+    independence gives; noise-free, its interval must still hold the truth, and it is flagged."""
+    fm = dps.Marginals(BOX2, [0, 1], bins=10)
+    est = dps.M2M(sketch_of(fm, dependent), n_samples=5000)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        a, b = np.sort(rng.uniform(0, 1, 2)), np.sort(rng.uniform(0, 1, 2))
+        pred = pl.col("a").is_between(*a) & pl.col("b").is_between(*b)
+        truth = float(
+            (
+                (dependent[:, 0] >= a[0])
+                & (dependent[:, 0] <= a[1])
+                & (dependent[:, 1] >= b[0])
+                & (dependent[:, 1] <= b[1])
+            ).sum()
+        )
+        iv = est.count(pred, interval=0.95)
+        assert iv.low <= truth <= iv.high, (a, b, truth, iv)
+        assert not iv.supported
+    # a count the 1-way table holds is a point when there is no noise
+    iv = est.count(pl.col("a") < 0.3, interval=0.95)
+    assert iv.supported and iv.low == iv.high == float((dependent[:, 0] < 0.3).sum())
+
+
+def test_a_query_empty_on_the_decoder_points_is_not_an_empty_interval(dependent):
+    """The decoder puts no mass where ``a`` is high and ``b`` low; the cells still allow rows
+    there, so the bound must not collapse to 0 (uniform probes read the query in every cell)."""
+    fm = dps.Marginals(BOX2, [0, 1], bins=4)
+    est = dps.M2M(sketch_of(fm, dependent), n_samples=2000)
+    pred = (pl.col("a") > 0.5) & (pl.col("b") < 0.5)
+    iv = est.count(pred, interval=0.95)
+    assert iv.high >= min((dependent[:, 0] > 0.5).sum(), (dependent[:, 1] < 0.5).sum()) * 0.99
+
+
+def test_pairs_make_two_column_counts_supported(dependent):
+    fm = dps.Marginals(BOX2, [0, 1, (0, 1)], bins=8)
+    rng = np.random.default_rng(2)
+    est = dps.M2M(sketch_of(fm, dependent, sd=5.0, rng=rng), n_samples=5000)
+    iv = est.count((pl.col("a") < 0.5) & (pl.col("b") >= 0.25), interval=0.9)
+    assert iv.supported and iv.low < iv.value < iv.high
+    # 4 × 6 cells of the pair table: the noise band of their sum
+    assert iv.high - iv.low == pytest.approx(2 * 1.644854 * 5.0 * np.sqrt(24), rel=1e-4)
+
+
+def test_means_and_cdfs_have_intervals(dependent):
+    fm = dps.Marginals(BOX2, [0, 1], bins=16)
+    est = dps.M2M(sketch_of(fm, dependent), n_samples=5000)
+    iv = est.mean(interval=0.95)
+    truth = dependent.mean(axis=0)
+    assert np.all(iv.low <= truth) and np.all(truth <= iv.high)
+    assert np.all(iv.high - iv.low <= 1 / 16 + 1e-9)  # a mean is bracketed by its cells' ends
+    # x ≤ t at a bin edge also counts rows sitting on t, which lie in the bin above: flagged, and
+    # bracketed by that bin's share
+    cdf = est.cdf("a", [0.25, 0.5], interval=0.95)
+    truth = [(dependent[:, 0] <= t).mean() for t in (0.25, 0.5)]
+    assert not np.any(cdf.supported) and np.all(cdf.low <= truth) and np.all(truth <= cdf.high)
+    assert np.allclose(cdf.low, [(dependent[:, 0] < t).mean() for t in (0.25, 0.5)])
+    below = est.expect(pl.col("a") < 0.5, interval=0.95)
+    assert below.supported and below.low == below.high == (dependent[:, 0] < 0.5).mean()
+
+
+def test_refusals_name_the_fix(dependent):
+    rff = dps.RFF(dim=2, num_features=50, bandwidth=0.3, seed=0)
+    sk = dps.Sketch(feature_map=rff, sum_units=np.asarray(rff.fixed_sum(dependent)), count=4000, bounds=BOX2)
+    est = dps.M2M(sk, n_samples=2000)
+    with pytest.raises(ValueError, match="Marginals"):
+        est.count(lambda Z: Z[:, 0] < 0.5, interval=0.95)
+    est = dps.M2M(sketch_of(dps.Histogram(BOX2, bins=4), dependent), n_samples=2000)
+    for bad in (0.0, 1.0, 95, True):
+        with pytest.raises(ValueError, match="level"):
+            est.count(lambda Z: Z[:, 0] < 0.5, interval=bad)
+    with pytest.raises(ValueError, match="not both"):
+        est.count(lambda Z: Z[:, 0] < 0.5, interval=0.95, return_std=True)
