@@ -297,10 +297,25 @@ def _query(args: argparse.Namespace) -> int:
         from .schema import Schema
 
         schema = Schema.from_dict(sk.schema)
+    level = args.interval
+
+    def answer(value: Any, i: int | None = None) -> dict[str, object]:
+        """The value, and with --interval its bounds and whether a released block holds it."""
+        pick = (lambda a: a) if i is None else (lambda a: a[i])  # noqa: E731
+        if not hasattr(value, "low"):
+            return {"value": float(pick(value))}
+        return {
+            "value": float(pick(value.value)),
+            "low": float(pick(value.low)),
+            "high": float(pick(value.high)),
+            "supported": bool(pick(value.supported)),
+        }
+
     if args.mean:
-        for c, v in zip(est.columns, est.mean()):
+        means = est.mean(interval=level) if level else est.mean()
+        for j, (c, v) in enumerate(zip(est.columns, means.value if level else means)):
             if np.isfinite(v):  # categorical columns have shares, not means
-                rows.append({"query": "mean", "column": c, "point": None, "value": float(v)})
+                rows.append({"query": "mean", "column": c, "point": None, **answer(means, j)})
     for col in args.shares or []:
         for label, share in est.shares(col).iter_rows():
             rows.append({"query": "share", "column": col, "point": label, "value": float(share)})
@@ -316,8 +331,9 @@ def _query(args: argparse.Namespace) -> int:
     for spec in args.cdf or []:
         col, _, pts = spec.partition("=")
         points = _parse_points(pts)
-        for t, v in zip(points, est.cdf(col, points)):
-            rows.append({"query": "cdf", "column": col, "point": t, "value": float(v)})
+        cdf = est.cdf(col, points, interval=level) if level else est.cdf(col, points)
+        for i, t in enumerate(points):
+            rows.append({"query": "cdf", "column": col, "point": t, **answer(cdf, i)})
     for spec in args.quantile or []:
         col, _, qs = spec.partition("=")
         levels = _parse_points(qs)
@@ -330,7 +346,8 @@ def _query(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--count {text!r} is not a SQL predicate over the columns {est.columns}"
             ) from None
-        rows.append({"query": "count", "column": text, "point": None, "value": float(est.count(expr))})
+        count = est.count(expr, interval=level) if level else est.count(expr)
+        rows.append({"query": "count", "column": text, "point": None, **answer(count)})
     for text in args.kde or []:
         point = _parse_points(text)
         coords = point
@@ -352,6 +369,8 @@ def _query(args: argparse.Namespace) -> int:
         raise ValueError(
             "ask for at least one of --mean, --shares, --group-mean, --cdf, --quantile, --count, --kde, --kmeans"
         )
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    rows = [{k: r.get(k) for k in keys} for r in rows]
     if args.format == "json":
         print(json.dumps(rows))
     elif args.format == "csv":
@@ -365,7 +384,16 @@ def _query(args: argparse.Namespace) -> int:
         for r in rows:
             labelled = r["query"] in ("share", "group_mean")  # a None label is the null category
             where = f" at {r['point']}" if r["point"] is not None else " at (null)" if labelled else ""
-            print(f"{r['query']:>10} {r['column'] or '':<24}{where}: {r['value']:.6g}")
+            bounds = f"  [{r['low']:.6g}, {r['high']:.6g}]" if r.get("low") is not None else ""
+            flag = "  (not supported: a bound)" if r.get("supported") is False else ""
+            print(f"{r['query']:>10} {r['column'] or '':<24}{where}: {r['value']:.6g}{bounds}{flag}")
+        if any(r.get("supported") is False for r in rows):
+            print(
+                "not supported: no released block holds this answer (e.g. columns whose joint marginal "
+                "was not measured, or an edge inside a bin); its interval is the range the released "
+                "cells allow, and the value is the decoder's guess within it",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -505,6 +533,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts")
     p_q.add_argument("--n-samples", type=int, default=100_000, help="M2M prior samples")
+    p_q.add_argument(
+        "--interval",
+        type=float,
+        metavar="LEVEL",
+        help="bounds at this level (e.g. 0.95) for --mean, --cdf and --count from the released cells; "
+        "answers no released block holds are flagged (marginal and histogram sketches)",
+    )
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p_q.set_defaults(func=_query)
 
