@@ -10,15 +10,21 @@ Systems, each released at the same ε (pure DP) in the same run:
 
 * ``Histogram + ridge M2M``: the old baseline (``M2M(sketch, method="ridge")``);
 * ``Histogram + synthetic``: the same sketch, the new default decoder (``M2M(sketch)``);
-* ``Marginals + synthetic``: 1- and 2-way marginals (``dps.Marginals``, when it exists);
+* ``auto marginals + synthetic``: the schema's default map (``release.auto_marginals`` with a
+  public row estimate, the row count to two significant digits) and decoder;
 * ``dp.mbi MST`` / ``dp.mbi AIM``: OpenDP's contingency tables, 16 bins per column (cuts placed
-  just below our bin edges, so both discretise the data identically); failures are recorded.
+  just below our bin edges, so both discretise the data identically); failures are recorded;
+* ``OpenDP Polars, one query at a time``: a ``dp.Context`` over the LazyFrame with the budget split
+  evenly over the 1 000 counts, each a filtered ``dp.len()``; at 1–3 s a query only the first 50
+  are asked (the time is scaled to 1 000); counts only.
 
-Metrics per release: mean ``|err| / n`` of 100 random range counts over 2–3 columns (intervals
-of whole bins of the common grid, ``lo ≤ x < hi``), the number of negative count estimates, CDF
-values (10 per column, at bin edges) outside ``[0, 1]``, the mean relative error of the column
-means, and release + decode time. MST and AIM answer counts from ``project`` (their model's cell
-counts) and means/CDFs from ``synthesize()``.
+Metrics per release: mean ``|err| / n`` of 1 000 random range counts over 1–3 columns (intervals
+of whole bins of the common grid, ``lo ≤ x < hi``; also split by the number of columns), the
+number of negative count estimates, 10 CDF values per column (at bin edges) and whether they
+leave ``[0, 1]`` or decrease, the mean relative error of the column means and second moments,
+release + fit time (ours: the release and the decode; MST/AIM: the release, which fits their
+model; before any query) and the time with every answer. MST and AIM answer counts from
+``project`` (their model's cell counts) and means/CDFs from ``synthesize()``.
 
 Run: ``python benchmarks/bench_real_tables.py`` (``--quick`` for a smoke run;
 ``--releases``, ``--tables``, ``--systems`` to choose). Writes
@@ -86,13 +92,17 @@ TABLES: dict[str, tuple[str, str, dict[str, tuple[float, float]]]] = {
 }
 #: categorical columns (integer codes) of each table, for the Marginals map
 CATEGORICAL = {"CPSSW8": [3, 4]}
-SYSTEMS = ("hist_ridge", "hist_synthetic", "marginals_synthetic", "mst", "aim")
+SYSTEMS = ("hist_ridge", "hist_synthetic", "marginals_synthetic", "mst", "aim", "opendp_polars")
+#: counts the per-query peer answers (each with ε/N_COUNTS, the share it has to answer them all)
+PER_QUERY_MEASURED = 50
 LABELS = {
     "hist_ridge": "Histogram 16 bins + ridge M2M (old default)",
     "hist_synthetic": "Histogram 16 bins + synthetic decoder",
     "marginals_synthetic": "auto marginals (1-way 16 bins, 2-way by the row-estimate rule) + synthetic decoder",
     "mst": "OpenDP dp.mbi MST (16 bins)",
     "aim": "OpenDP dp.mbi AIM (16 bins)",
+    "opendp_polars": f"OpenDP Polars, one query at a time (ε/{N_COUNTS} each; counts only, the first "
+    f"{PER_QUERY_MEASURED} measured, time × {N_COUNTS // PER_QUERY_MEASURED})",
 }
 
 
@@ -162,9 +172,15 @@ class Answers:
         seconds: float,
         note: str = "",
         second: np.ndarray | None = None,
+        fit_seconds: float = float("nan"),
+        count_idx: np.ndarray | None = None,
     ):
         self.counts, self.cdfs, self.means, self.seconds, self.note = counts, cdfs, means, seconds, note
         self.second = second
+        #: release + decode (ours) or release with the model fit (dp.mbi): before any query
+        self.fit_seconds = fit_seconds
+        #: which queries ``counts`` answers (all when ``None``)
+        self.count_idx = count_idx
 
 
 def public_rows(n: int) -> int:
@@ -197,12 +213,13 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> 
     sk = dps.release_sketch(X, fm, bounds=(lo.tolist(), hi.tolist()), epsilon=eps, column_names=cols)
     method = "ridge" if system == "hist_ridge" else "synthetic"
     est = dps.M2M(sk, method=method, seed=seed)
+    fit = time.perf_counter() - t0
     counts = np.array([est.count(lambda Z, q=q: in_range(Z, q, E)) for q in queries])
     P = cdf_points(E)
     cdfs = np.concatenate([np.atleast_1d(est.cdf(j, P[j])) for j in range(d)])
     means = np.asarray(est.mean())
     second = np.asarray(est.moment(2))
-    return Answers(counts, cdfs, means, time.perf_counter() - t0, second=second)
+    return Answers(counts, cdfs, means, time.perf_counter() - t0, second=second, fit_seconds=fit)
 
 
 def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
@@ -218,6 +235,7 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> A
     )
     algorithm = dp.mbi.MST() if system == "mst" else dp.mbi.AIM()
     table = ctx.query(epsilon=eps).contingency_table(cuts=cuts, algorithm=algorithm).release()
+    fit = time.perf_counter() - t0
     counts = []
     for q in queries:
         qc, a, b = q
@@ -228,7 +246,37 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> A
     P = cdf_points(E)
     cdfs = np.concatenate([(S[:, j][:, None] <= P[j]).mean(axis=0) for j in range(lo.size)])
     means = S.mean(axis=0)
-    return Answers(np.array(counts), cdfs, means, time.perf_counter() - t0, second=(S * S).mean(axis=0))
+    return Answers(
+        np.array(counts), cdfs, means, time.perf_counter() - t0, second=(S * S).mean(axis=0), fit_seconds=fit
+    )
+
+
+def run_opendp_polars(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+    """OpenDP's Polars Context, one count at a time: the budget split evenly over all the counts
+    (``split_evenly_over``), the first ``PER_QUERY_MEASURED`` asked (1–3 s each on 2 cores)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    frame = pl.DataFrame({c: X[:, j] for j, c in enumerate(cols)})
+    t0 = time.perf_counter()
+    ctx = dp.Context.compositor(
+        data=frame.lazy(),
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=eps),
+        split_evenly_over=len(queries),
+    )
+    counts = []
+    for cols_q, a, b in queries[:PER_QUERY_MEASURED]:
+        pred = pl.lit(True)
+        for c, i, k in zip(cols_q, a, b):
+            col = pl.col(cols[c])
+            pred = pred & (col >= E[c, i]) & (col <= E[c, k] if k == BINS else col < E[c, k])
+        counts.append(float(ctx.query().filter(pred).select(dp.len(signed=False)).release().collect().item()))
+    seconds = (time.perf_counter() - t0) * len(queries) / PER_QUERY_MEASURED
+    empty = np.zeros(0)
+    return Answers(
+        np.array(counts), empty, empty, seconds, second=None, count_idx=np.arange(PER_QUERY_MEASURED)
+    )
 
 
 # -- driver ----------------------------------------------------------------------------------------
@@ -243,8 +291,27 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
     # the CDF points are bin edges; bins are [c, c'), so the mass a system can place below an edge
     # is P(x < edge) (integer columns put whole values on the edges)
     true_cdf = np.concatenate([(X[:, j][:, None] < P[j]).mean(axis=0) for j in range(X.shape[1])])
-    err = np.abs(ans.counts - truth) / n
-    arity = np.array([len(q[0]) for q in queries])
+    idx = np.arange(len(queries)) if ans.count_idx is None else ans.count_idx
+    err = np.abs(ans.counts - truth[idx]) / n
+    arity = np.array([len(q[0]) for q in queries])[idx]
+    nan = float("nan")
+    if ans.cdfs.size == 0:  # a peer that answers counts only
+        return {
+            "count_err": float(np.mean(err)),
+            **{
+                f"count_err_{k}": float(np.mean(err[arity == k])) if (arity == k).any() else nan
+                for k in (1, 2, 3)
+            },
+            "negative_counts": int((ans.counts < 0).sum()),
+            "cdf_outside": nan,
+            "means_mre": nan,
+            "second_mre": nan,
+            "cdf_err": nan,
+            "infeasible": int((ans.counts < 0).sum()),
+            "queries": int(len(ans.counts)),
+            "seconds": ans.seconds,
+            "fit_seconds": ans.fit_seconds,
+        }
     return {
         "count_err": float(np.mean(err)),
         **{
@@ -271,6 +338,7 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
         ),
         "queries": int(len(ans.counts) + len(ans.cdfs) + len(ans.means)),
         "seconds": ans.seconds,
+        "fit_seconds": ans.fit_seconds,
     }
 
 
@@ -317,7 +385,13 @@ def main(argv: list[str] | None = None) -> None:
                     file=sys.stderr,
                     flush=True,
                 )
-                runner = run_mbi if system in ("mst", "aim") else run_ours
+                runner = (
+                    run_mbi
+                    if system in ("mst", "aim")
+                    else run_opendp_polars
+                    if system == "opendp_polars"
+                    else run_ours
+                )
                 row: dict[str, Any] = {
                     "table": name,
                     "n": X.shape[0],
@@ -365,6 +439,7 @@ def write(
         "infeasible",
         "queries",
         "seconds",
+        "fit_seconds",
         "failure",
     ]
     with open(out.with_suffix(".csv"), "w", newline="") as f:
@@ -384,8 +459,8 @@ def write(
         f"columns), {N_CDF} CDF points per column. "
         "Cells: mean over releases (min–max for time); failures as reported.",
         "",
-        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | second moments MRE | CDF mean \\|err\\| | infeasible answers (all releases) | release + decode s | failures |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | second moments MRE | CDF mean \\|err\\| | infeasible answers (all releases) | release + fit s | with all answers s | failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in tables:
         for system in systems:
@@ -396,19 +471,26 @@ def write(
             fails = sorted({r["failure"] for r in rs if r["failure"]})
             if ok:
                 t = [r["seconds"] for r in ok]
+                f = [r["fit_seconds"] for r in ok]
+
+                def cell(key: str, digits: int = 4, ok: list[dict[str, Any]] = ok) -> str:
+                    v = np.mean([r[key] for r in ok])
+                    return "–" if not np.isfinite(v) else f"{v:.{digits}f}"
+
                 cells = [
-                    f"{np.mean([r['count_err'] for r in ok]):.4f}",
-                    *(f"{np.mean([r[f'count_err_{k}'] for r in ok]):.4f}" for k in (1, 2, 3)),
-                    f"{np.mean([r['negative_counts'] for r in ok]):.0f}",
-                    f"{np.mean([r['cdf_outside'] for r in ok]):.0f}",
-                    f"{np.mean([r['means_mre'] for r in ok]):.4f}",
-                    f"{np.mean([r['second_mre'] for r in ok]):.4f}",
-                    f"{np.mean([r['cdf_err'] for r in ok]):.4f}",
+                    cell("count_err"),
+                    *(cell(f"count_err_{k}") for k in (1, 2, 3)),
+                    cell("negative_counts", 0),
+                    cell("cdf_outside", 0),
+                    cell("means_mre"),
+                    cell("second_mre"),
+                    cell("cdf_err"),
                     f"{sum(r['infeasible'] for r in ok)} of {sum(r['queries'] for r in ok):,}",
+                    "–" if not np.isfinite(f).all() else f"{min(f):.1f}–{max(f):.1f}",
                     f"{min(t):.1f}–{max(t):.1f}",
                 ]
             else:
-                cells = ["–"] * 11
+                cells = ["–"] * 12
             lines.append(
                 f"| {name} (n={rs[0]['n']}, d={rs[0]['d']}) | {LABELS[system]} | "
                 + " | ".join(cells)
