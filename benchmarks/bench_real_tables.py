@@ -21,7 +21,8 @@ Systems, each released at the same ε (pure DP) in the same run:
 Metrics per release: mean ``|err| / n`` of 1 000 random range counts over 1–3 columns (intervals
 of whole bins of the common grid, ``lo ≤ x < hi``; also split by the number of columns), the
 number of negative count estimates, 10 CDF values per column (at bin edges) and whether they
-leave ``[0, 1]`` or decrease, the mean relative error of the column means and second moments,
+leave ``[0, 1]`` or decrease, the mean relative error of the column means and second moments and
+of group means (CPSSW8: each numeric column's mean within each gender and each region),
 release + fit time (ours: the release and the decode; MST/AIM: the release, which fits their
 model; before any query) and the time with every answer. MST and AIM answer counts from
 ``project`` (their model's cell counts) and means/CDFs from ``synthesize()``.
@@ -154,6 +155,21 @@ def in_range(X: np.ndarray, q: tuple[list[int], np.ndarray, np.ndarray], E: np.n
     return keep
 
 
+def group_means(name: str, Z: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Mean of every numeric column within each label of every categorical column (weights ``w``);
+    empty for tables without categorical columns."""
+    cats = CATEGORICAL.get(name, [])
+    nums = [j for j in range(Z.shape[1]) if j not in cats]
+    out = []
+    for c in cats:
+        code = np.rint(Z[:, c])
+        for k in range(int(lo[c]), int(hi[c]) + 1):
+            m = w * (code == k)
+            total = m.sum()
+            out.extend(float(m @ Z[:, j] / total) if total > 0 else float("nan") for j in nums)
+    return np.array(out)
+
+
 def cdf_points(E: np.ndarray) -> np.ndarray:
     return E[:, 1 : BINS : max(1, BINS // N_CDF)][:, :N_CDF]
 
@@ -174,6 +190,7 @@ class Answers:
         second: np.ndarray | None = None,
         fit_seconds: float = float("nan"),
         count_idx: np.ndarray | None = None,
+        groups: np.ndarray | None = None,
     ):
         self.counts, self.cdfs, self.means, self.seconds, self.note = counts, cdfs, means, seconds, note
         self.second = second
@@ -181,6 +198,8 @@ class Answers:
         self.fit_seconds = fit_seconds
         #: which queries ``counts`` answers (all when ``None``)
         self.count_idx = count_idx
+        #: :func:`group_means` of the answer (``None``: not answered)
+        self.groups = groups
 
 
 def public_rows(n: int) -> int:
@@ -219,7 +238,10 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> 
     cdfs = np.concatenate([np.atleast_1d(est.cdf(j, P[j])) for j in range(d)])
     means = np.asarray(est.mean())
     second = np.asarray(est.moment(2))
-    return Answers(counts, cdfs, means, time.perf_counter() - t0, second=second, fit_seconds=fit)
+    groups = group_means(name, est.samples, est.weights, lo, hi)
+    return Answers(
+        counts, cdfs, means, time.perf_counter() - t0, second=second, fit_seconds=fit, groups=groups
+    )
 
 
 def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
@@ -246,8 +268,15 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> A
     P = cdf_points(E)
     cdfs = np.concatenate([(S[:, j][:, None] <= P[j]).mean(axis=0) for j in range(lo.size)])
     means = S.mean(axis=0)
+    groups = group_means(name, S, np.full(S.shape[0], 1.0 / S.shape[0]), lo, hi)
     return Answers(
-        np.array(counts), cdfs, means, time.perf_counter() - t0, second=(S * S).mean(axis=0), fit_seconds=fit
+        np.array(counts),
+        cdfs,
+        means,
+        time.perf_counter() - t0,
+        second=(S * S).mean(axis=0),
+        fit_seconds=fit,
+        groups=groups,
     )
 
 
@@ -282,7 +311,7 @@ def run_opendp_polars(system: str, name: str, X, cols, lo, hi, eps, seed, querie
 # -- driver ----------------------------------------------------------------------------------------
 
 
-def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
+def evaluate(ans: Answers, name: str, X: np.ndarray, queries, E) -> dict[str, float]:
     n = X.shape[0]
     truth = np.array([in_range(X, q, E).sum() for q in queries], dtype=np.float64)
     mu = X.mean(axis=0)
@@ -291,6 +320,13 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
     # the CDF points are bin edges; bins are [c, c'), so the mass a system can place below an edge
     # is P(x < edge) (integer columns put whole values on the edges)
     true_cdf = np.concatenate([(X[:, j][:, None] < P[j]).mean(axis=0) for j in range(X.shape[1])])
+    lo, hi = E[:, 0], E[:, -1]
+    g_true = group_means(name, X, np.full(X.shape[0], 1.0 / X.shape[0]), lo, hi)
+    group_mre = (
+        float(np.nanmean(np.abs(ans.groups - g_true) / np.abs(g_true)))
+        if ans.groups is not None and g_true.size
+        else float("nan")
+    )
     idx = np.arange(len(queries)) if ans.count_idx is None else ans.count_idx
     err = np.abs(ans.counts - truth[idx]) / n
     arity = np.array([len(q[0]) for q in queries])[idx]
@@ -307,6 +343,7 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
             "means_mre": nan,
             "second_mre": nan,
             "cdf_err": nan,
+            "group_mre": nan,
             "infeasible": int((ans.counts < 0).sum()),
             "queries": int(len(ans.counts)),
             "seconds": ans.seconds,
@@ -325,6 +362,7 @@ def evaluate(ans: Answers, X: np.ndarray, queries, E) -> dict[str, float]:
         if ans.second is not None
         else float("nan"),
         "cdf_err": float(np.mean(np.abs(ans.cdfs - true_cdf))),
+        "group_mre": group_mre,
         # every answer a distribution could not give: negative counts, CDF values outside [0, 1] or
         # decreasing along a column, means outside the public box
         "infeasible": int(
@@ -402,7 +440,11 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     row.update(
                         evaluate(
-                            runner(system, name, X, cols, lo, hi, args.epsilon, r, queries, E), X, queries, E
+                            runner(system, name, X, cols, lo, hi, args.epsilon, r, queries, E),
+                            name,
+                            X,
+                            queries,
+                            E,
                         )
                     )
                     row["failure"] = ""
@@ -436,6 +478,7 @@ def write(
         "means_mre",
         "second_mre",
         "cdf_err",
+        "group_mre",
         "infeasible",
         "queries",
         "seconds",
@@ -459,8 +502,8 @@ def write(
         f"columns), {N_CDF} CDF points per column. "
         "Cells: mean over releases (min–max for time); failures as reported.",
         "",
-        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | second moments MRE | CDF mean \\|err\\| | infeasible answers (all releases) | release + fit s | with all answers s | failures |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | second moments MRE | CDF mean \\|err\\| | group means MRE | infeasible answers (all releases) | release + fit s | with all answers s | failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in tables:
         for system in systems:
@@ -485,12 +528,13 @@ def write(
                     cell("means_mre"),
                     cell("second_mre"),
                     cell("cdf_err"),
+                    cell("group_mre"),
                     f"{sum(r['infeasible'] for r in ok)} of {sum(r['queries'] for r in ok):,}",
                     "–" if not np.isfinite(f).all() else f"{min(f):.1f}–{max(f):.1f}",
                     f"{min(t):.1f}–{max(t):.1f}",
                 ]
             else:
-                cells = ["–"] * 12
+                cells = ["–"] * 13
             lines.append(
                 f"| {name} (n={rs[0]['n']}, d={rs[0]['d']}) | {LABELS[system]} | "
                 + " | ".join(cells)
