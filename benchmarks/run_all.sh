@@ -5,7 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
-for name in bench_feature_sum bench_race bench_noise bench_m2m bench_m2m_speed bench_kde bench_classify bench_distance bench_jl bench_stream bench_dask bench_cli bench_ckm bench_subsampling bench_ledger bench_hardening bench_pca bench_race_regression; do
+for name in bench_feature_sum bench_race bench_noise bench_m2m bench_m2m_speed bench_kde bench_classify bench_distance bench_jl bench_stream bench_dask bench_cli bench_ckm bench_subsampling bench_ledger bench_hardening bench_pca bench_race_regression bench_ckm_auto bench_binary bench_intervals; do
     echo "=== ${name} ==="
     "$PYTHON" "benchmarks/${name}.py" "$@"
+done
+# real tables: one run per ε (needs the [examples] and opendp[mbi] extras)
+for eps in 1 0.1 3; do
+    echo "=== bench_real_tables ε=${eps} ==="
+    out="benchmarks/results/real_tables"; [ "$eps" = 1 ] || out="${out}_eps${eps/./_}"
+    "$PYTHON" benchmarks/bench_real_tables.py --epsilon "$eps" --releases 2 --out "$out"
 done
