@@ -289,7 +289,15 @@ def _query(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     est: Any = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
     if needs_m2m:
-        print(f"decoded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        ratio = est.fit_ratio
+        fit = f"; fit residual {ratio:.2f}× what the noise explains" if np.isfinite(ratio) else ""
+        print(f"decoded in {time.perf_counter() - t0:.1f} s{fit}", file=sys.stderr)
+        if np.isfinite(ratio) and ratio > 2:
+            print(
+                "warning: the decoder could not reconcile the released blocks (fit residual above twice the "
+                "noise): answers deserve less trust than their intervals say",
+                file=sys.stderr,
+            )
     if est is not None and est.degenerate:
         raise ValueError(f"this sketch cannot support estimates: {est.reason}")
     schema = None if sk.schema is None else est.schema if est is not None else None

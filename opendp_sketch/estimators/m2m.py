@@ -696,8 +696,24 @@ class M2M:
         idx = np.random.default_rng(seed).choice(p.size, size=int(n), p=p)
         return self._decode(self.samples[idx])
 
+    @property
+    def fit_ratio(self) -> float:
+        """How well the synthetic distribution explains the sketch: the residual ``‖Pᵀw − ẑ‖``
+        over the residual the recorded noise alone would leave (``√Σσ_k² / n̂``). About 1 or
+        less: the fit explains the sketch up to its noise; well above 1 (say 2): the decoder could
+        not reconcile the released blocks, and answers deserve less trust than their intervals
+        say. ``NaN`` for the ridge estimator, a degenerate fit or a noise-free sketch. Public:
+        read from the sketch and the fit.
+        """
+        if self.method != "synthetic" or self.degenerate:
+            return float("nan")
+        noise = self.decoder.noise_norm_
+        return float(self.decoder.residual_ / noise) if noise > 0 else float("nan")
+
     def __repr__(self) -> str:
         fit = f"lam={self.lam:.3g}" if self.lam is not None else f"method={self.method!r}"
+        if self.method == "synthetic" and math.isfinite(self.fit_ratio):
+            fit += f", fit_ratio={self.fit_ratio:.2f}"
         return (
             f"M2M({type(self.feature_map).__name__}, m={self.feature_map.num_features}, "
             f"n_samples={self.n_samples}, {fit}, n_hat={self.n_hat:g})"

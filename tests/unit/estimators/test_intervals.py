@@ -131,3 +131,18 @@ def test_refusals_name_the_fix(dependent):
             est.count(lambda Z: Z[:, 0] < 0.5, interval=bad)
     with pytest.raises(ValueError, match="not both"):
         est.count(lambda Z: Z[:, 0] < 0.5, interval=0.95, return_std=True)
+
+
+def test_fit_ratio_flags_blocks_the_decoder_cannot_reconcile(dependent):
+    """A noisy but consistent sketch fits to about its noise; one whose 1-way table contradicts
+    its pair table (every row in the first bin against every row in the last) cannot."""
+    fm = dps.Marginals(BOX2, [0, (0, 1)], bins=4)
+    rng = np.random.default_rng(5)
+    good = dps.M2M(sketch_of(fm, dependent, sd=10.0, rng=rng), n_samples=5000)
+    assert good.fit_ratio < 1.5 and "fit_ratio=" in repr(good)
+    units = np.zeros(fm.num_features, dtype=np.int64)
+    units[0] = 4000  # column a: all in bin 0 ...
+    units[4 + 15] = 4000  # ... and all in the pair's cell (3, 3)
+    bad = dps.Sketch(fm, units, 4000, noise={"sum_variance": 100.0, "count_variance": 100.0}, bounds=BOX2)
+    assert dps.M2M(bad, n_samples=5000).fit_ratio > 2
+    assert np.isnan(dps.M2M(bad, n_samples=5000, method="ridge").fit_ratio)
