@@ -22,6 +22,8 @@ released marginals for histogram-like maps). Each later round resamples ``N`` po
 (systematic resampling) and perturbs them: coordinates of columns with public cells (histogram
 bins) are redrawn uniformly inside their cell, and a share of points moves one column to a cell
 drawn from its fitted marginal; other columns get Gaussian jitter with a shrinking bandwidth.
+Every public cell of every column keeps two points (and every public value of a discrete column
+one), so a cell whose weight fell to 0 in one round can still take mass in the next.
 Rounds stop when the misfit no longer improves by ``tol`` (relative), after ``rounds`` at most;
 the best round is kept.
 
@@ -65,6 +67,8 @@ _MIN_DENSE_POINTS = 2000
 _CHUNK_ENTRIES = 1 << 21
 #: a design with fewer non-zeros than this share is kept sparse
 _SPARSE_SHARE = 0.25
+#: points kept in every public cell of a column when points are resampled
+_CELL_POINTS = 2
 
 
 _BLAS: Any = None
@@ -527,12 +531,35 @@ class SyntheticDecoder:
         v = np.where(v > hi, 2 * hi - v, v)
         return np.clip(v, lo, hi)
 
+    def _keep_every_cell(self, X: np.ndarray, rng: np.random.Generator) -> None:
+        """Put ``_CELL_POINTS`` points in every public cell of every column with cells.
+
+        Resampling ∝ ``w`` leaves no point in a cell whose weight went to 0 in a round, and no
+        later weight can bring it back: the fit then misses every released count there (on a
+        skewed table, cells worth 30 rows decoded to 0). A few points per cell, each in its own
+        rows (after the discrete columns' rows), keep every cell reachable; they start each round
+        at the common weight and the fit decides.
+        """
+        n = X.shape[0]
+        start = max((v.size for v in self.discrete_.values()), default=0)
+        for j, e in enumerate(self.edges_):
+            if e is None or j in self.discrete_ or e.size < 2:
+                continue
+            cells = np.repeat(np.arange(e.size - 1), _CELL_POINTS)
+            stop = min(n, start + cells.size)
+            if stop <= start:
+                return
+            cells = cells[: stop - start]
+            X[start:stop, j] = rng.uniform(e[cells], e[cells + 1])
+            start = stop
+
     def _propose(self, X: np.ndarray, w: np.ndarray, r: int, rng: np.random.Generator) -> np.ndarray:
         n, d = X.shape
         if r == 1:  # start from the fitted 1-way marginals: columns drawn independently
             new = np.column_stack([self._marginal_draw(X, w, j, n, rng) for j in range(d)])
             for j, values in self.discrete_.items():
                 new[: values.size, j] = values[: min(values.size, n)]
+            self._keep_every_cell(new, rng)
             return new
         # systematic resampling ∝ w: each point is copied about n·w_i times
         idx = np.minimum(np.searchsorted(np.cumsum(w), (rng.uniform() + np.arange(n)) / n), n - 1)
@@ -541,6 +568,7 @@ class SyntheticDecoder:
             new[:, j] = self._spread(new[:, j], j, rng, r)
         for j, values in self.discrete_.items():  # every public value stays present (maybe at weight 0)
             new[: values.size, j] = values[: min(values.size, n)]
+        self._keep_every_cell(new, rng)
         movers = np.flatnonzero(rng.uniform(size=n) < self.move)
         if movers.size and d > 1:
             cols = rng.integers(0, d, size=movers.size)
