@@ -325,8 +325,11 @@ def _query(args: argparse.Namespace) -> int:
             if np.isfinite(v):  # categorical columns have shares, not means
                 rows.append({"query": "mean", "column": c, "point": None, **answer(means, j)})
     for col in args.shares or []:
-        for label, share in est.shares(col).iter_rows():
-            rows.append({"query": "share", "column": col, "point": label, "value": float(share)})
+        for row in est.shares(col, interval=level).iter_rows(named=True):
+            bounds = {k: row[k] for k in ("low", "high", "supported") if k in row}
+            rows.append(
+                {"query": "share", "column": col, "point": row[col], "value": float(row["share"]), **bounds}
+            )
     for spec in args.group_mean or []:
         by, _, col = spec.partition("=")
         if not col:
@@ -392,9 +395,9 @@ def _query(args: argparse.Namespace) -> int:
         for r in rows:
             labelled = r["query"] in ("share", "group_mean")  # a None label is the null category
             where = f" at {r['point']}" if r["point"] is not None else " at (null)" if labelled else ""
-            bounds = f"  [{r['low']:.6g}, {r['high']:.6g}]" if r.get("low") is not None else ""
+            band = f"  [{r['low']:.6g}, {r['high']:.6g}]" if r.get("low") is not None else ""
             flag = "  (not supported: a bound)" if r.get("supported") is False else ""
-            print(f"{r['query']:>10} {r['column'] or '':<24}{where}: {r['value']:.6g}{bounds}{flag}")
+            print(f"{r['query']:>10} {r['column'] or '':<24}{where}: {r['value']:.6g}{band}{flag}")
         if any(r.get("supported") is False for r in rows):
             print(
                 "not supported: no released block holds this answer (e.g. columns whose joint marginal "
@@ -545,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--interval",
         type=float,
         metavar="LEVEL",
-        help="bounds at this level (e.g. 0.95) for --mean, --cdf and --count from the released cells; "
+        help="bounds at this level (e.g. 0.95) for --mean, --shares, --cdf and --count from the released cells; "
         "answers no released block holds are flagged (marginal and histogram sketches)",
     )
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")

@@ -575,10 +575,11 @@ class M2M:
         C = self._user - mu
         return (C * self.weights[:, None]).T @ C
 
-    def shares(self, column: str | int) -> pl.DataFrame:
+    def shares(self, column: str | int, *, interval: float | None = None) -> pl.DataFrame:
         """Estimated share of each public label of a categorical or boolean column (schema
         sketches), as a frame ``(column, share)``; shares are non-negative and sum to 1 for the
-        synthetic decoder.
+        synthetic decoder. With ``interval=0.95`` the frame also has ``low``, ``high`` and
+        ``supported`` (see :meth:`expect`).
 
         :raises ValueError: for a sketch without a schema or a numeric column
         """
@@ -589,7 +590,19 @@ class M2M:
                 f"shares() needs a categorical or boolean column of a schema sketch; {name!r} is not one"
             )
         frame = self.weighted_frame()
-        return frame.group_by(name).agg(pl.col("weight").sum().alias("share")).sort(name, nulls_last=True)
+        out = frame.group_by(name).agg(pl.col("weight").sum().alias("share")).sort(name, nulls_last=True)
+        if interval is None:
+            return out
+        exprs = [
+            (pl.col(name).is_null() if label is None else pl.col(name) == label).alias(f"_{i}")
+            for i, label in enumerate(out[name].to_list())
+        ]
+        iv = self.expect(exprs, interval=interval)
+        return out.with_columns(
+            low=pl.Series(np.atleast_1d(iv.low)),
+            high=pl.Series(np.atleast_1d(iv.high)),
+            supported=pl.Series(np.atleast_1d(iv.supported)),
+        )
 
     def group_mean(self, by: str, column: str) -> pl.DataFrame:
         """Weighted mean of ``column`` (in its units) within each category of ``by``, with the

@@ -146,3 +146,15 @@ def test_fit_ratio_flags_blocks_the_decoder_cannot_reconcile(dependent):
     bad = dps.Sketch(fm, units, 4000, noise={"sum_variance": 100.0, "count_variance": 100.0}, bounds=BOX2)
     assert dps.M2M(bad, n_samples=5000).fit_ratio > 2
     assert np.isnan(dps.M2M(bad, n_samples=5000, method="ridge").fit_ratio)
+
+
+def test_shares_of_a_schema_sketch_have_intervals():
+    rng = np.random.default_rng(4)
+    schema = dps.Schema({"x": (0, 1), "c": ["a", "b", "c"]})
+    labels = rng.choice(["a", "b", "c"], 3000, p=[0.6, 0.3, 0.1])
+    table = pl.DataFrame({"x": rng.uniform(0, 1, 3000), "c": labels})
+    sk = dps.release_sketch(table, schema=schema, rho=2.0)
+    out = dps.M2M(sk, n_samples=5000).shares("c", interval=0.999999)  # Gaussian noise: fails ~1e-6
+    assert out.columns == ["c", "share", "low", "high", "supported"] and out["supported"].all()
+    truth = [(labels == v).mean() for v in ("a", "b", "c")]
+    assert ((out["low"] <= truth) & (out["high"] >= truth)).all()
