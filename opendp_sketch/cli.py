@@ -543,7 +543,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--kmeans", type=int, metavar="K", help="K cluster centres (value: cluster weight; RFF sketches)"
     )
     p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts")
-    p_q.add_argument("--n-samples", type=int, default=100_000, help="M2M prior samples")
+    p_q.add_argument(
+        "--n-samples", type=int, help="M2M points (default: 50 000 synthetic points; 100 000 for ridge)"
+    )
     p_q.add_argument(
         "--interval",
         type=float,

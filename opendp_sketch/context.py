@@ -66,7 +66,7 @@ def make_m2m_in_context(
     *,
     bounds: Any = None,
     prior: Any = None,
-    n_samples: int = 100_000,
+    n_samples: int | None = None,
     seed: int = 0,
     lam: str | float = "auto",
     discrete: dict[str | int, Any] | None = None,

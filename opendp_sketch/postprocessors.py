@@ -46,7 +46,7 @@ def make_m2m(
     *,
     bounds: Any = None,
     prior: Prior | None = None,
-    n_samples: int = 100_000,
+    n_samples: int | None = None,
     seed: int = 0,
     lam: str | float = "auto",
     discrete: dict[str | int, Any] | None = None,

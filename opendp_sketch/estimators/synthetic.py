@@ -343,7 +343,7 @@ class SyntheticDecoder:
 
     def __init__(
         self,
-        n_points: int = 100_000,
+        n_points: int = 50_000,
         *,
         seed: int = 0,
         rounds: int = 5,
