@@ -334,9 +334,17 @@ def _query(args: argparse.Namespace) -> int:
         by, _, col = spec.partition("=")
         if not col:
             raise ValueError(f"--group-mean {spec!r} must be BY=COLUMN, e.g. sector=income")
-        for label, value, share in est.group_mean(by, col).iter_rows():
+        for row in est.group_mean(by, col, interval=level).iter_rows(named=True):
+            label, share = row[by], row["share"]
+            extra = {k: row[k] for k in ("low", "high", "supported") if k in row}
             rows.append(
-                {"query": "group_mean", "column": f"{col} by {by}", "point": label, "value": float(value)}
+                {
+                    "query": "group_mean",
+                    "column": f"{col} by {by}",
+                    "point": label,
+                    "value": float(row[col]),
+                    **extra,
+                }
             )
             _warn_if_group_is_noise(sk, f"{by}={'(null)' if label is None else label}", share)
     for spec in args.cdf or []:
@@ -550,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--interval",
         type=float,
         metavar="LEVEL",
-        help="bounds at this level (e.g. 0.95) for --mean, --shares, --cdf and --count from the released cells; "
+        help="bounds at this level (e.g. 0.95) for --mean, --shares, --group-mean, --cdf and --count from the released cells; "
         "answers no released block holds are flagged (marginal and histogram sketches)",
     )
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")

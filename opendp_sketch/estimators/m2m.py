@@ -616,24 +616,62 @@ class M2M:
             supported=pl.Series(np.atleast_1d(iv.supported)),
         )
 
-    def group_mean(self, by: str, column: str) -> pl.DataFrame:
+    def group_mean(self, by: str, column: str, *, interval: float | None = None) -> pl.DataFrame:
         """Weighted mean of ``column`` (in its units) within each category of ``by``, with the
         category's share: a frame ``(by, column, "share")``.
+
+        With ``interval=0.95`` the frame also has ``low``, ``high`` and ``supported``: the group's
+        sum of ``column − lower`` and its row count are each bracketed at level ``1 − α/2``
+        (:meth:`count` intervals, so both hold with probability ``≥ 1 − α``), and the mean lies
+        between the least sum over the greatest count and the greatest sum over the least count
+        (then within the column's box). ``supported`` when both brackets are.
 
         :raises ValueError: for unknown columns
         """
         for c in (by, column):
             self._column_index(c)
-        frame = self.weighted_frame().with_columns(
-            pl.Series(column, self._user[:, self._column_index(column)])
-        )
-        return (
+        j = self._column_index(column)
+        frame = self.weighted_frame().with_columns(pl.Series(column, self._user[:, j]))
+        out = (
             frame.group_by(by)
             .agg(
                 ((pl.col(column) * pl.col("weight")).sum() / pl.col("weight").sum()).alias(column),
                 pl.col("weight").sum().alias("share"),
             )
             .sort(by, nulls_last=True)
+        )
+        if interval is None:
+            return out
+        if isinstance(interval, bool) or not (isinstance(interval, float | int) and 0 < interval < 1):
+            raise ValueError(f"level ({interval!r}) must be in (0, 1), e.g. 0.95")
+        half = 1 - (1 - interval) / 2
+        lo, hi = float(self._lo_user[j]), float(self._hi_user[j])
+        labels = out[by].to_list()
+
+        def member(points: pl.DataFrame) -> np.ndarray:  # one column per label: rows in the group
+            codes = points[by]
+            return np.column_stack(
+                [(codes.is_null() if g is None else codes == g).fill_null(False).to_numpy() for g in labels]
+            ).astype(np.float64)
+
+        def shifted(X: np.ndarray) -> np.ndarray:
+            return (self._user_view(X)[0][:, j] - lo)[:, None] * member(self._decode(X))
+
+        G = member(self._sample_frame())
+        shape = (len(labels),)
+        num = self._answer(
+            (self._user[:, j] - lo)[:, None] * G, self.n_hat, shape, False, half, kind="count", probe=shifted
+        )
+        den = self._answer(
+            G, self.n_hat, shape, False, half, kind="count", probe=lambda P: member(self._decode(P))
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low = np.where(den.high > 0, lo + np.maximum(num.low, 0) / den.high, lo)
+            high = np.where(den.low > 0, lo + num.high / den.low, hi)
+        return out.with_columns(
+            low=pl.Series(np.clip(low, lo, hi)),
+            high=pl.Series(np.clip(high, lo, hi)),
+            supported=pl.Series(num.supported & den.supported),
         )
 
     def cdf(

@@ -158,3 +158,22 @@ def test_shares_of_a_schema_sketch_have_intervals():
     assert out.columns == ["c", "share", "low", "high", "supported"] and out["supported"].all()
     truth = [(labels == v).mean() for v in ("a", "b", "c")]
     assert ((out["low"] <= truth) & (out["high"] >= truth)).all()
+
+
+def test_group_means_are_bracketed_by_their_sum_and_count():
+    """Noise-free, the group mean lies in its interval; with the pair measured and integer-coded
+    values it is supported; bad levels are refused."""
+    rng = np.random.default_rng(8)
+    schema = dps.Schema({"x": dps.Numeric(0, 10, integer=True), "c": ["a", "b"]})
+    c = rng.choice(["a", "b"], 4000, p=[0.7, 0.3])
+    x = np.where(c == "a", rng.integers(0, 5, 4000), rng.integers(5, 11, 4000))
+    table = pl.DataFrame({"x": x.astype(float), "c": c})
+    sk = dps.release_sketch(table, schema=schema, rho=50.0)
+    est = dps.M2M(sk, n_samples=5000)
+    out = est.group_mean("c", "x", interval=0.999999)  # Gaussian noise: fails about 1e-6 of runs
+    truth = {g: x[c == g].mean() for g in ("a", "b")}
+    for row in out.iter_rows(named=True):
+        assert row["low"] <= truth[row["c"]] <= row["high"] and row["supported"]
+        assert row["high"] - row["low"] < 1.0
+    with pytest.raises(ValueError, match="level"):
+        est.group_mean("c", "x", interval=1.5)
