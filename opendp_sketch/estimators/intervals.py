@@ -45,6 +45,7 @@ from ..features.base import FeatureMap, OneHotFeatureMap
 from ..features.histogram import Histogram
 from ..features.marginals import Marginals
 from ..sketch import Sketch
+from .synthetic import cell_edges
 
 __all__ = [
     "CellIndex",
@@ -52,9 +53,7 @@ __all__ = [
     "cell_intervals",
     "partitions",
     "probe_points",
-    "public_edges",
     "require_cells",
-    "supports_intervals",
 ]
 
 
@@ -80,19 +79,6 @@ def partitions(fm: FeatureMap) -> list[tuple[int, int]] | None:
     return None
 
 
-def public_edges(fm: FeatureMap) -> list[np.ndarray]:
-    """Every public cell edge of each input column of a map with cells (all resolutions)."""
-    if isinstance(fm, Marginals):
-        cuts: list[list[np.ndarray]] = [[np.array([fm.lower[j], fm.upper[j]])] for j in range(fm.dim)]
-        for blk in fm.blocks:
-            for j, b in zip(blk.subset, blk.shape):
-                cuts[j].append(fm.edges(j, b))
-        return [np.unique(np.concatenate(c)) for c in cuts]
-    if isinstance(fm, Histogram):
-        return [fm.bin_edges(j) for j in range(fm.dim)]
-    raise ValueError(f"{type(fm).__name__} has no public cells")
-
-
 def probe_points(
     fm: FeatureMap,
     lower: np.ndarray,
@@ -106,11 +92,12 @@ def probe_points(
     so ``x ≤ t`` at an edge is seen to cut the cell above it), public values for discrete
     columns."""
     P = rng.uniform(lower, upper, size=(n, lower.size))
-    for j, e in enumerate(public_edges(fm)):
+    for j, e in enumerate(cell_edges(fm, lower, upper)):
         if j in discrete:
             P[:, j] = rng.choice(discrete[j], size=n)
             continue
-        e = e[(e >= lower[j]) & (e <= upper[j])]
+        if e is None:
+            continue
         snap = rng.uniform(size=n) < 0.25
         if e.size and snap.any():
             P[snap, j] = rng.choice(e, size=int(snap.sum()))
@@ -126,11 +113,6 @@ def require_cells(fm: FeatureMap) -> list[tuple[int, int]]:
             f"{type(fm).__name__}: release with a schema (its default map is Marginals) or dps.Marginals"
         )
     return parts
-
-
-def supports_intervals(fm: FeatureMap) -> bool:
-    """Whether :func:`cell_intervals` works for sketches of ``fm``."""
-    return partitions(fm) is not None
 
 
 class CellIndex:

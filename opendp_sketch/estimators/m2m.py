@@ -301,6 +301,7 @@ class M2M:
             self.weights = self._compute_weights()
         self._frame: pl.DataFrame | None = None
         self._probe_points: np.ndarray | None = None
+        self._probe_cache: tuple[pl.DataFrame, np.ndarray] | None = None
         self._cells: CellIndex | None = None
         self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         # a sketch of a table under a public schema: answers in its units and labels
@@ -332,6 +333,13 @@ class M2M:
             rng = np.random.default_rng([self.seed, 1])
             self._probe_points = probe_points(self.feature_map, self.lower, self.upper, discrete, n, rng)
         return self._probe_points
+
+    def _probe_view(self) -> tuple[pl.DataFrame, np.ndarray]:
+        """The probe points as a frame and in the table's units (computed once)."""
+        if self._probe_cache is None:
+            P = self._probes()
+            self._probe_cache = (self._decode(P), self._user_view(P)[0])
+        return self._probe_cache
 
     def _cell_index(self) -> CellIndex:
         if self._cells is None:
@@ -434,14 +442,14 @@ class M2M:
             return self.columns.index(column)
         raise ValueError(f"column ({column!r}) is not in the sketch; its columns are {self.columns}")
 
-    def _values(self, f: Query, points: np.ndarray | None = None) -> np.ndarray:
-        """``f`` evaluated on the samples (or on ``points``) as an ``(ns, k)`` float array."""
-        ns = self.n_samples if points is None else points.shape[0]
+    def _values(self, f: Query, probes: bool = False) -> np.ndarray:
+        """``f`` evaluated on the samples (or on the probe points) as an ``(ns, k)`` float array."""
+        frame, user = self._probe_view() if probes else (self._sample_frame(), self._user)
+        ns = user.shape[0]
         if isinstance(f, pl.Expr) or (
             isinstance(f, (list, tuple)) and f and all(isinstance(e, pl.Expr) for e in f)
         ):
             exprs = [f] if isinstance(f, pl.Expr) else list(f)
-            frame = self._sample_frame() if points is None else self._decode(points)
             try:
                 out = frame.select(exprs)
             except pl.exceptions.PolarsError as e:
@@ -459,7 +467,7 @@ class M2M:
             except pl.exceptions.PolarsError:
                 raise ValueError("a Polars query must produce numeric or boolean values") from None
         elif callable(f):
-            F = np.asarray(f((self._user if points is None else self._user_view(points)[0]).copy()))
+            F = np.asarray(f(user.copy()))
             if F.dtype == bool:
                 F = F.astype(np.float64)
             if not np.issubdtype(F.dtype, np.number):
@@ -496,7 +504,7 @@ class M2M:
         return_std: bool,
         interval: float | None = None,
         kind: str = "mean",
-        probe: Callable[[np.ndarray], np.ndarray] | None = None,
+        probe: Callable[[], np.ndarray] | None = None,
     ) -> Any:
         value = (self.weights @ F).reshape(shape) * scale
         if interval is not None:
@@ -505,7 +513,7 @@ class M2M:
             if probe is None:
                 raise ValueError("this answer has no interval")
             index = self._cell_index()
-            Fp = np.vstack([F, probe(self._probes())])
+            Fp = np.vstack([F, probe()])
             low, high, supported = cell_intervals(self.sketch, index, Fp, level=interval, kind=kind)
             return Interval(value, low.reshape(shape), high.reshape(shape), supported.reshape(shape))
         if not return_std:
@@ -527,7 +535,9 @@ class M2M:
         """
         F = self._values(f)
         shape: tuple[int, ...] = () if F.shape[1] == 1 else (F.shape[1],)
-        return _scalar(self._answer(F, 1.0, shape, return_std, interval, probe=lambda P: self._values(f, P)))
+        return _scalar(
+            self._answer(F, 1.0, shape, return_std, interval, probe=lambda: self._values(f, probes=True))
+        )
 
     def count(self, predicate: Query, *, return_std: bool = False, interval: float | None = None) -> Any:
         """Estimated number of rows satisfying ``predicate`` (``n̂`` times its estimated frequency).
@@ -553,14 +563,14 @@ class M2M:
         """
         F = self._values(predicate)
         shape: tuple[int, ...] = () if F.shape[1] == 1 else (F.shape[1],)
-        probe = lambda P: self._values(predicate, P)  # noqa: E731
+        probe = lambda: self._values(predicate, probes=True)  # noqa: E731
         return _scalar(self._answer(F, self.n_hat, shape, return_std, interval, kind="count", probe=probe))
 
     def moment(self, k: int, *, return_std: bool = False, interval: float | None = None) -> Any:
         """Raw moment ``E[x_j^k]`` of every column (array of ``d``; ``interval``: see :meth:`expect`)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValueError(f"k ({k!r}) must be a non-negative integer")
-        probe = lambda P: self._user_view(P)[0] ** k  # noqa: E731
+        probe = lambda: self._probe_view()[1] ** k  # noqa: E731
         return self._answer(self._user**k, 1.0, (self.lower.size,), return_std, interval, probe=probe)
 
     def mean(self, *, return_std: bool = False, interval: float | None = None) -> Any:
@@ -654,17 +664,21 @@ class M2M:
                 [(codes.is_null() if g is None else codes == g).fill_null(False).to_numpy() for g in labels]
             ).astype(np.float64)
 
-        def shifted(X: np.ndarray) -> np.ndarray:
-            return (self._user_view(X)[0][:, j] - lo)[:, None] * member(self._decode(X))
+        probe_frame, probe_user = self._probe_view()
+        probe_member = member(probe_frame)
 
         G = member(self._sample_frame())
         shape = (len(labels),)
         num = self._answer(
-            (self._user[:, j] - lo)[:, None] * G, self.n_hat, shape, False, half, kind="count", probe=shifted
+            (self._user[:, j] - lo)[:, None] * G,
+            self.n_hat,
+            shape,
+            False,
+            half,
+            kind="count",
+            probe=lambda: (probe_user[:, j] - lo)[:, None] * probe_member,
         )
-        den = self._answer(
-            G, self.n_hat, shape, False, half, kind="count", probe=lambda P: member(self._decode(P))
-        )
+        den = self._answer(G, self.n_hat, shape, False, half, kind="count", probe=lambda: probe_member)
         with np.errstate(divide="ignore", invalid="ignore"):
             low = np.where(den.high > 0, lo + np.maximum(num.low, 0) / den.high, lo)
             high = np.where(den.low > 0, lo + num.high / den.low, hi)
@@ -691,7 +705,7 @@ class M2M:
             )
         if return_std or interval is not None:
             F = (self._user[:, j][:, None] <= t).astype(np.float64)
-            probe = lambda P: (self._user_view(P)[0][:, j][:, None] <= t).astype(np.float64)  # noqa: E731
+            probe = lambda: (self._probe_view()[1][:, j][:, None] <= t).astype(np.float64)  # noqa: E731
             return self._answer(F, 1.0, t.shape, return_std, interval, probe=probe)
         xs, cw = self._sorted_column(j)
         out = cw[np.searchsorted(xs, t, side="right")]

@@ -294,8 +294,10 @@ def _map_categories(fm: FeatureMap) -> dict[int, np.ndarray]:
     return {}
 
 
-def _cell_edges(fm: FeatureMap, lower: np.ndarray, upper: np.ndarray) -> list[np.ndarray | None]:
-    """:func:`_map_cells` cut to the data box (it may be narrower than the map's range)."""
+def cell_edges(fm: FeatureMap, lower: np.ndarray, upper: np.ndarray) -> list[np.ndarray | None]:
+    """Public cell edges per input column of ``fm`` (every resolution a column has; ``None`` where
+    the map is smooth in that column), cut to the data box (it may be narrower than the map's
+    range)."""
     edges = _map_cells(fm)
     for j, e in enumerate(edges):
         if e is not None:
@@ -419,7 +421,7 @@ class SyntheticDecoder:
             n = min(n, max(_MIN_DENSE_POINTS, _MAX_DENSE_ENTRIES // max(1, fm.num_features)))
         rng = np.random.default_rng(self.seed)
         X = self._start(n, rng)
-        self.edges_ = _cell_edges(fm, lo, hi)
+        self.edges_ = cell_edges(fm, lo, hi)
         with np.errstate(all="ignore"), _one_blas_thread():
             self._fit(sketch, X, rng)
         return self
