@@ -861,6 +861,7 @@ def auto_marginals(
     delta: float | None = None,
     rho: float | None = None,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
+    one_way_weight: float = 1.0,
 ) -> FeatureMap:
     r"""Every 1-way marginal, and the 2-way marginals when a public row estimate says they pay.
 
@@ -884,6 +885,11 @@ def auto_marginals(
     marginals alone wherever they were tried. Everything read is public: the box, the column
     kinds, the budget and the estimate ``rows`` (never the data's row count).
 
+    ``one_way_weight = a > 1`` releases the 1-way and 2-way marginals as a
+    :class:`~opendp_sketch.Composite` with weights ``(a, 1)``: the 1-way cells see ``1/a`` of the
+    noise of the 2-way cells (the budget split; the pair rule is applied to this map's noise).
+    1-column answers and CDFs gain, multi-column counts pay (``benchmarks/results/auto_weights.md``).
+
     :example:
 
     >>> from opendp_sketch.release import auto_marginals
@@ -892,17 +898,43 @@ def auto_marginals(
     [6, 6, 21]
     >>> auto_marginals(box, rows=60_000, epsilon=1.0).blocks[-1].shape, auto_marginals(box).blocks[-1].shape
     ((16, 16), (8, 8))
+    >>> fm = auto_marginals(box, rows=60_000, epsilon=3.0, one_way_weight=2.0)
+    >>> type(fm).__name__, fm.weights, [len(m.blocks) for m in fm.maps]
+    ('Composite', (2.0, 1.0), [6, 15])
     """
+    from .features.composite import Composite
     from .features.marginals import Marginals
+
+    if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
+        1.0 <= one_way_weight <= 1024.0
+    ):
+        raise ValueError(f"one_way_weight ({one_way_weight!r}) must be a number in [1, 1024]")
 
     def build(c: int) -> Marginals:
         return Marginals.auto(
             bounds, categorical=categorical, fine_bins=fine_bins, coarse_bins=c, levels=levels
         )
 
+    def weighted(fm: Marginals) -> FeatureMap:
+        ones = [b for b in fm.blocks if len(b.subset) == 1]
+        pairs = [b for b in fm.blocks if len(b.subset) > 1]
+        if one_way_weight == 1.0 or not pairs:
+            return fm
+        part = [
+            Marginals(
+                bounds,
+                [b.subset for b in bs],
+                [list(b.shape) for b in bs],
+                categorical=categorical,
+                dim=fm.dim,
+            )
+            for bs in (ones, pairs)
+        ]
+        return Composite(part, weights=[float(one_way_weight), 1.0])
+
     given = [epsilon, delta, rho]
     if rows is None or all(v is None for v in given):
-        return build(min(AUTO_PAIR_BINS, fine_bins))
+        return weighted(build(min(AUTO_PAIR_BINS, fine_bins)))
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
         raise ValueError(f"rows ({rows!r}) must be a positive integer: a public estimate of the row count")
     budget = Budget.of(epsilon, delta, rho)
@@ -910,12 +942,19 @@ def auto_marginals(
     fm = build(min(AUTO_MAX_PAIR_BINS, fine_bins))
     # the noise of the map with every pair: dropping blocks only lowers it, so a kept pair's
     # cells hold at least this many noise std's of rows in the final map too
-    std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
+    full = weighted(fm)
+    std = budget.coordinate_std(full.sensitivity(1), full.sensitivity(2), share)
     keep = [b for b in fm.blocks if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std]
     if len(keep) == len(fm.blocks):
-        return fm
-    return Marginals(
-        bounds, [b.subset for b in keep], [list(b.shape) for b in keep], categorical=categorical, dim=fm.dim
+        return full
+    return weighted(
+        Marginals(
+            bounds,
+            [b.subset for b in keep],
+            [list(b.shape) for b in keep],
+            categorical=categorical,
+            dim=fm.dim,
+        )
     )
 
 

@@ -41,11 +41,12 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.stats import norm
 
-from ..features.base import FeatureMap, OneHotFeatureMap
+from ..features.base import FeatureMap
+from ..features.composite import Composite
 from ..features.histogram import Histogram
 from ..features.marginals import Marginals
 from ..sketch import Sketch
-from .synthetic import cell_edges
+from .synthetic import cell_edges, cell_index
 
 __all__ = [
     "CellIndex",
@@ -69,13 +70,23 @@ class Interval(NamedTuple):
     supported: Any
 
 
-def partitions(fm: FeatureMap) -> list[tuple[int, int]] | None:
-    """``(offset, size)`` of the features of each column of ``fm._flat`` (each a partition of the
-    box into cells), or ``None`` for maps without one."""
+def partitions(fm: FeatureMap) -> list[tuple[int, int, float]] | None:
+    """``(offset, size, weight)`` of each partition of the box into cells in the features of
+    ``fm`` (a Marginals table, a Histogram column, a block of a weighted composite of those:
+    ``weight`` is what a cell's feature equals for a point inside it), or ``None`` for maps
+    without one."""
     if isinstance(fm, Marginals):
-        return [(b.offset, b.size) for b in fm.blocks]
+        return [(b.offset, b.size, 1.0) for b in fm.blocks]
     if isinstance(fm, Histogram):
-        return [(int(o), int(b)) for o, b in zip(fm.offsets, fm.bins)]
+        return [(int(o), int(b), 1.0) for o, b in zip(fm.offsets, fm.bins)]
+    if isinstance(fm, Composite):
+        out: list[tuple[int, int, float]] = []
+        for m, blk in zip(fm.maps, fm.blocks):
+            inner = partitions(m)
+            if inner is None:
+                return None
+            out.extend((blk.offset + o, size, blk.weight * a) for o, size, a in inner)
+        return out
     return None
 
 
@@ -104,7 +115,7 @@ def probe_points(
     return P
 
 
-def require_cells(fm: FeatureMap) -> list[tuple[int, int]]:
+def require_cells(fm: FeatureMap) -> list[tuple[int, int, float]]:
     """:func:`partitions` of ``fm``, or a ``ValueError`` that names the maps with cells."""
     parts = partitions(fm)
     if parts is None:
@@ -127,13 +138,12 @@ class CellIndex:
 
     def __init__(self, fm: FeatureMap, points: np.ndarray, mass: np.ndarray) -> None:
         self.parts = require_cells(fm)
-        assert isinstance(fm, OneHotFeatureMap)  # what require_cells accepts
-        idx = fm._flat(points)  # noqa: SLF001 - the map's own cell index
+        idx, _ = cell_index(fm, points)  # column k: the cell in partition k (same order)
         self.order: list[np.ndarray] = []
         self.starts: list[np.ndarray] = []
         self.cells: list[np.ndarray] = []
         self.mass: list[np.ndarray] = []
-        for k, (offset, size) in enumerate(self.parts):
+        for k, (offset, size, _) in enumerate(self.parts):
             c = idx[:, k] - offset
             order = np.argsort(c, kind="stable")
             cs = c[order]
@@ -182,7 +192,7 @@ def cell_intervals(
         raise ValueError(f"kind ({kind!r}) must be 'count' or 'mean'")
     z = float(norm.ppf(0.5 + level / 2))
     y = np.asarray(sketch.sum, dtype=np.float64)
-    sd = float(np.sqrt(max(sketch.sum_variance, 0.0)))
+    sd_all = float(np.sqrt(max(sketch.sum_variance, 0.0)))
     q = F.shape[1]
     fmin, fmax = F.min(axis=0), F.max(axis=0)
     if ((F == 0) | (F == 1)).all():  # predicates: their cell ranges in a byte per value
@@ -191,10 +201,11 @@ def cell_intervals(
     high = np.full(q, np.inf)
     best = np.full(q, np.inf)
     supported = np.zeros(q, dtype=bool)
-    for k, (offset, size) in enumerate(index.parts):
+    for k, (offset, size, weight) in enumerate(index.parts):
         lo, hi, held = index.ranges(k, F, fmin, fmax)
         lo, hi = lo.astype(np.float64), hi.astype(np.float64)
-        yc = y[offset : offset + size]
+        yc = y[offset : offset + size] / weight  # rows per cell, with noise of std sd / weight
+        sd = sd_all / weight
         m = index.mass[k]
         total = float(m.sum())
         if kind == "count":

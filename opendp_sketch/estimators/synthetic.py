@@ -111,13 +111,14 @@ class _Design:
     def __init__(self, fm: FeatureMap, X: np.ndarray) -> None:
         n, m = X.shape[0], fm.num_features
         self.rows: np.ndarray | None = None
-        if isinstance(fm, OneHotFeatureMap):
-            idx = fm._flat(X)
+        if is_cell_map(fm):
+            idx, vals = cell_index(fm, X)
             if n:
                 idx, self.rows = _distinct_rows(idx)
             u = idx.shape[0]
             cols = np.repeat(np.arange(u), idx.shape[1])
-            self.P: Any = scipy.sparse.csr_matrix((np.ones(idx.size), (cols, idx.ravel())), shape=(u, m))
+            data = np.tile(vals, u)
+            self.P: Any = scipy.sparse.csr_matrix((data, (cols, idx.ravel())), shape=(u, m))
         else:
             step = max(1, _CHUNK_ENTRIES // max(1, m))
             parts = [np.asarray(fm.transform(X[s : s + step]), dtype=np.float32) for s in range(0, n, step)]
@@ -155,6 +156,36 @@ class _Design:
             out = self.P @ r
             return out[self.rows] if self.rows is not None else out
         return (self.P @ r.astype(np.float32)).astype(np.float64)
+
+
+def is_cell_map(fm: FeatureMap) -> bool:
+    """One-hot maps (Marginals, Histogram, DyadicTrees, RACE) and weighted composites of them: a
+    few non-zero features per point, decoded on sparse matrices."""
+    if isinstance(fm, Composite):
+        return all(isinstance(m, OneHotFeatureMap) for m in fm.maps)
+    return isinstance(fm, OneHotFeatureMap)
+
+
+def cell_index(fm: FeatureMap, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices (n, s) of each point's non-zero features, their s values)`` for a map of
+    :func:`is_cell_map`: the values are the same for every point (1, or the block weights of a
+    composite), so ``Φ(X)`` is one-hot up to those weights.
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> one = dps.Marginals(bounds=(0, 1), subsets=[0], bins=4, dim=1)
+    >>> idx, vals = cell_index(dps.Composite([one, one], weights=[2.0, 1.0]), np.array([[0.3]]))
+    >>> idx.tolist(), vals.tolist()
+    ([[1, 5]], [2.0, 1.0])
+    """
+    if isinstance(fm, Composite):
+        parts = [(cell_index(m, X)[0] + b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]
+        idx = np.concatenate([p[0] for p in parts], axis=1)
+        vals = np.concatenate([np.full(p[0].shape[1], p[1]) for p in parts])
+        return idx, vals
+    if not isinstance(fm, OneHotFeatureMap):
+        raise ValueError(f"{type(fm).__name__} is not a map of cells")
+    idx = fm._flat(X)  # noqa: SLF001 - the map's own cell index
+    return idx, np.ones(idx.shape[1])
 
 
 def _distinct_rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -417,7 +448,7 @@ class SyntheticDecoder:
         fm = sketch.feature_map
         self.lower_, self.upper_, self.discrete_ = lo, hi, discrete
         n = self.n_points
-        if not isinstance(fm, OneHotFeatureMap):
+        if not is_cell_map(fm):
             n = min(n, max(_MIN_DENSE_POINTS, _MAX_DENSE_ENTRIES // max(1, fm.num_features)))
         rng = np.random.default_rng(self.seed)
         X = self._start(n, rng)

@@ -177,3 +177,21 @@ def test_group_means_are_bracketed_by_their_sum_and_count():
         assert row["high"] - row["low"] < 1.0
     with pytest.raises(ValueError, match="level"):
         est.group_mean("c", "x", interval=1.5)
+
+
+def test_composite_blocks_give_intervals_in_their_own_noise(dependent):
+    """In a weighted composite, a block of weight ``a`` holds ``a`` per row with noise ``σ``: its
+    cells are read as rows with noise ``σ/a``. A count the 1-way block (weight 4) holds gets the
+    band of its cells at ``σ/4``."""
+    ones = dps.Marginals(BOX2, [0, 1], bins=8)
+    pair = dps.Marginals(BOX2, [(0, 1)], bins=8)
+    fm = dps.Composite([ones, pair], weights=[4.0, 1.0])
+    rng = np.random.default_rng(4)
+    est = dps.M2M(sketch_of(fm, dependent, sd=20.0, rng=rng), n_samples=5000)
+    iv = est.count(pl.col("a") < 0.5, interval=0.9)
+    truth = float((dependent[:, 0] < 0.5).sum())
+    assert iv.supported and iv.low <= truth <= iv.high
+    assert iv.high - iv.low == pytest.approx(2 * 1.644854 * 5.0 * 2.0, rel=1e-4)  # 4 cells at σ/4
+    joint = est.count((pl.col("a") < 0.5) & (pl.col("b") < 0.5), interval=0.9)
+    assert joint.supported  # the pair block holds it, at the full σ over 16 cells
+    assert joint.high - joint.low == pytest.approx(2 * 1.644854 * 20.0 * 4.0, rel=1e-4)

@@ -304,3 +304,22 @@ def test_skewed_columns_keep_every_released_cell():
     )
     misfit = np.abs(fitted * dec.n_hat_ - sk.sum)
     assert misfit.mean() < sd, misfit.mean() / sd
+
+
+def test_weighted_composites_of_cell_maps_decode_on_every_point(table):
+    """A composite of marginals is a cell map up to its weights: it keeps all N points (it used to
+    be capped like a dense map, at 2²²/m) and, noise-free, decodes like the unweighted marginals."""
+    plain = marginals_2way()
+    ones = dps.Marginals(bounds=(0, 1), subsets=[0, 1, 2], bins=16, dim=3)
+    pairs = dps.Marginals(bounds=(0, 1), subsets=[(0, 1), (0, 2), (1, 2)], bins=8, dim=3)
+    weighted = dps.Composite([ones, pairs], weights=[3.0, 1.0])
+    assert weighted.num_features * 20_000 > 1 << 22  # the dense cap would have applied
+    rng = np.random.default_rng(5)
+    truth = range_counts(rng, table)
+    errs = []
+    for fm in (plain, weighted):
+        est = dps.M2M(exact_sketch(fm, table), n_samples=20_000, seed=1)
+        assert est.n_samples == 20_000
+        errs.append(np.mean(np.abs(range_counts(np.random.default_rng(5), est) - truth)) / table.shape[0])
+    assert errs[1] < 0.01, errs
+    assert errs[1] < 1.5 * errs[0] + 1e-3, errs
