@@ -298,9 +298,9 @@ def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:
         return [np.linspace(fm.lower[j], fm.upper[j], (1 << fm.levels) + 1) for j in range(fm.dim)]
     if isinstance(fm, Marginals):  # the common refinement of every resolution a column has
         cuts: list[set[float]] = [set() for _ in range(fm.dim)]
-        for blk in fm.blocks:
-            for j, b in zip(blk.subset, blk.shape):
-                cuts[j].update(fm.edges(j, b).tolist())
+        for i, blk in enumerate(fm.blocks):
+            for j, e in zip(blk.subset, fm.block_edges(i)):
+                cuts[j].update(e.tolist())
         return [
             np.array(sorted(c)) if c else np.array([fm.lower[j], fm.upper[j]]) for j, c in enumerate(cuts)
         ]

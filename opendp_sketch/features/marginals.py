@@ -34,6 +34,9 @@ class MarginalBlock(NamedTuple):
     """bins per column of ``subset``: the table's shape"""
     offset: int
     """index of the table's first cell in the feature vector"""
+    cuts: tuple[tuple[float, ...] | None, ...] = ()
+    """per column of ``subset``: its public interior cut points when given explicitly (``None``:
+    ``shape``'s equal bins, or the codes of a categorical column)"""
 
     @property
     def size(self) -> int:
@@ -130,10 +133,69 @@ def _parse_bins(
         if _is_int(b):
             out.append(tuple(categories.get(j) or _check_bins_value(b, j, {}) for j in s))
         elif isinstance(b, Sequence) and not isinstance(b, (str, bytes)) and len(b) == len(s):
-            out.append(tuple(_check_bins_value(v, j, categories) for v, j in zip(b, s)))
+            out.append(
+                tuple(
+                    len(v) + 1 if _is_cut_list(v) else _check_bins_value(v, j, categories)
+                    for v, j in zip(b, s)
+                )
+            )
         else:
-            raise ValueError(f"bins ({b!r}) of subset {s} must be an int or {len(s)} ints")
+            raise ValueError(f"bins ({b!r}) of subset {s} must be an int or {len(s)} entries")
     return out
+
+
+def _is_cut_list(v: Any) -> bool:
+    return isinstance(v, Sequence) and not isinstance(v, (str, bytes))
+
+
+def _parse_cuts(
+    bins: Any, subsets: list[tuple[int, ...]], lo: np.ndarray, hi: np.ndarray, categories: dict[int, int]
+) -> list[tuple[tuple[float, ...] | None, ...]]:
+    """Explicit interior cut points per column of each subset (``None`` where bins are equal)."""
+    per_subset = (
+        not _is_int(bins)
+        and isinstance(bins, Sequence)
+        and not all(_is_int(b) for b in bins)
+        and len(bins) == len(subsets)
+    )
+    out: list[tuple[tuple[float, ...] | None, ...]] = []
+    for i, s in enumerate(subsets):
+        spec = bins[i] if per_subset else None
+        if not (_is_cut_list(spec) and len(spec) == len(s)):
+            out.append(tuple(None for _ in s))
+            continue
+        cols: list[tuple[float, ...] | None] = []
+        for v, j in zip(spec, s):
+            if not _is_cut_list(v):
+                cols.append(None)
+                continue
+            if j in categories:
+                raise ValueError(f"categorical column {j} takes its codes, not cut points ({v!r})")
+            try:
+                c = np.asarray(v, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"cut points ({v!r}) of column {j} must be numbers") from None
+            if (
+                c.ndim != 1
+                or c.size + 1 > MAX_CELLS
+                or not np.isfinite(c).all()
+                or (c.size and (c[0] <= lo[j] or c[-1] >= hi[j]))
+                or (np.diff(c) <= 0).any()
+            ):
+                raise ValueError(
+                    f"cut points ({v!r}) of column {j} must be increasing numbers strictly inside "
+                    f"({lo[j]}, {hi[j]})"
+                )
+            cols.append(tuple(c.tolist()))
+        out.append(tuple(cols))
+    return out
+
+
+def _bins_spec(b: MarginalBlock) -> list[Any]:
+    """A block's bins as the constructor takes them: an int per column, or its cut points."""
+    if not b.cuts:
+        return list(b.shape)
+    return [list(c) if c is not None else n for c, n in zip(b.cuts, b.shape)]
 
 
 @register_feature_map
@@ -158,8 +220,9 @@ class Marginals(OneHotFeatureMap):
     :param subsets: the marginals: tuples of 1 to 3 distinct column indices (an int ``j`` is the
         1-way marginal ``(j,)``); the tuple's order is the order of the table's axes
     :param bins: bins per numeric column: one int for all (categorical columns always get their
-        ``K``), one int per column, or one entry per subset (an int, or one int per column of
-        that subset)
+        ``K``), one int per column, or one entry per subset (an int, or one entry per column of
+        that subset: an int for equal bins, or a list of public interior cut points
+        ``c₁ < … < c_k`` strictly inside the bounds for the bins ``[lo, c₁), …, [c_k, hi]``)
     :param categorical: indices of categorical columns (integer codes in their bounds)
     :param dim: number of columns (needed only when both bounds are scalars)
     :raises ValueError: for malformed bounds, subsets or bins, or more than ``MAX_CELLS``
@@ -177,6 +240,11 @@ class Marginals(OneHotFeatureMap):
     (13, 3.0, 3.0)
     >>> fm.marginal(np.arange(13), (1, 0)).tolist()                # the 2-way table, axes swapped
     [[7, 10], [8, 11], [9, 12]]
+    >>> cut = dps.Marginals(bounds=(0, 10), subsets=[0, (0, 1)], bins=[[10], [[1.0, 2.0], 2]], dim=2)
+    >>> cut.blocks[1].shape, cut.block_edges(1)[0].tolist()       # bins [0, 1), [1, 2), [2, 10]
+    ((3, 2), [0.0, 1.0, 2.0, 10.0])
+    >>> cut.cells(np.array([[0.5, 0.0], [1.0, 9.0], [7.0, 9.0]])).tolist()
+    [[0, 10], [1, 13], [7, 15]]
     """
 
     kernel_name = "marginal tables (cell indicators)"
@@ -185,7 +253,7 @@ class Marginals(OneHotFeatureMap):
         self,
         bounds: Any,
         subsets: Sequence[int | Sequence[int]],
-        bins: int | Sequence[int] | Sequence[int | Sequence[int]] = 16,
+        bins: int | Sequence[int] | Sequence[int | Sequence[int | Sequence[float]]] = 16,
         *,
         categorical: Sequence[int] | None = None,
         dim: int | None = None,
@@ -195,9 +263,10 @@ class Marginals(OneHotFeatureMap):
         self.categories = _parse_categorical(categorical, self.lower, self.upper)
         parsed = _parse_subsets(subsets, self.dim)
         shapes = _parse_bins(bins, parsed, self.dim, self.categories)
+        cuts = _parse_cuts(bins, parsed, self.lower, self.upper, self.categories)
         blocks, offset = [], 0
-        for s, shape in zip(parsed, shapes):
-            blocks.append(MarginalBlock(s, shape, offset))
+        for s, shape, cut in zip(parsed, shapes, cuts):
+            blocks.append(MarginalBlock(s, shape, offset, cut if any(c is not None for c in cut) else ()))
             offset += math.prod(shape)
             if offset > MAX_CELLS:
                 raise ValueError(f"the marginals have more than {MAX_CELLS} cells in all; use coarser bins")
@@ -209,7 +278,7 @@ class Marginals(OneHotFeatureMap):
         return {
             "bounds": [self.lower.tolist(), self.upper.tolist()],
             "subsets": [list(b.subset) for b in self.blocks],
-            "bins": [list(b.shape) for b in self.blocks],
+            "bins": [_bins_spec(b) for b in self.blocks],
             "categorical": sorted(self.categories),
         }
 
@@ -246,6 +315,16 @@ class Marginals(OneHotFeatureMap):
             return np.arange(b + 1, dtype=np.float64) + (self.lower[j] - 0.5)
         return np.linspace(self.lower[j], self.upper[j], b + 1)
 
+    def block_edges(self, block: int) -> list[np.ndarray]:
+        """The public bin edges of each column of ``blocks[block]``: its cut points between the
+        column's bounds, or :meth:`edges` for equal bins and categorical codes."""
+        blk = self.blocks[block]
+        out = []
+        for k, (j, b) in enumerate(zip(blk.subset, blk.shape)):
+            c = blk.cuts[k] if blk.cuts else None
+            out.append(self.edges(j, b) if c is None else np.array([self.lower[j], *c, self.upper[j]]))
+        return out
+
     def bin_index(self, values: Any, column: int, bins: int) -> np.ndarray:
         """Bin (``0 … bins - 1``) of each value of ``column`` at ``bins`` bins, by the map's rule."""
         j, b = self._check_column_bins(column, bins)
@@ -275,16 +354,27 @@ class Marginals(OneHotFeatureMap):
                 idx = np.floor((xc - lo) / (hi - lo) * b).astype(np.int64)
         return np.clip(idx, 0, b - 1)  # the upper edge belongs to the last bin
 
+    def _cut_bins(self, x: np.ndarray, j: int, cuts: tuple[float, ...]) -> np.ndarray:
+        """Bin of each value at explicit cut points: ``[lo, c₁), [c₁, c₂), …, [c_k, hi]``; NaN to
+        the lowest bin, ``±inf`` and outside values clipped to the end bins."""
+        with np.errstate(invalid="ignore"):
+            xc = np.fmin(np.fmax(x, self.lower[j]), self.upper[j])
+        return np.searchsorted(np.asarray(cuts), xc, side="right").astype(np.int64)
+
     def _flat(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((X.shape[0], len(self.blocks)), dtype=np.int64)
-        cache: dict[tuple[int, int], np.ndarray] = {}  # a column's bins, once per resolution
+        cache: dict[tuple[int, Any], np.ndarray] = {}  # a column's bins, once per resolution
         for i, blk in enumerate(self.blocks):
             cell = np.zeros(X.shape[0], dtype=np.int64)
-            for j, b in zip(blk.subset, blk.shape):
-                if (j, b) not in cache:
-                    cache[(j, b)] = self._column_bins(X[:, j], j, b)
+            for k, (j, b) in enumerate(zip(blk.subset, blk.shape)):
+                c = blk.cuts[k] if blk.cuts else None
+                key = (j, b if c is None else c)
+                if key not in cache:
+                    cache[key] = (
+                        self._column_bins(X[:, j], j, b) if c is None else self._cut_bins(X[:, j], j, c)
+                    )
                 cell *= b
-                cell += cache[(j, b)]
+                cell += cache[key]
             out[:, i] = cell + blk.offset
         return out
 

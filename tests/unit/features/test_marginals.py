@@ -239,7 +239,7 @@ def test_sketch_save_and_load(tmp_path):
         ({"bins": True}, r"must be an int, one int per column"),
         ({"bins": [4, 4]}, r"as a flat list must have one int per column \(3\)"),
         ({"bins": [[4], [4, 4]]}, r"per-subset bins need one per subset \(3\)"),
-        ({"bins": [[4], [4, 4], [4]]}, r"bins \(\[4, 4\]\) of subset \(1,\) must be an int or 1 ints"),
+        ({"bins": [[4], [4, 4], [4]]}, r"bins \(\[4, 4\]\) of subset \(1,\) must be an int or 1 entries"),
         ({"bins": [4, 4, 5]}, r"bins \(5\) of categorical column 2 must equal its number of codes \(4\)"),
         ({"bins": [4, 4, MAX_CELLS + 1]}, r"must be a positive integer at most"),
         ({"categorical": [3]}, r"categorical column \(3\) must be a distinct column index"),
@@ -351,3 +351,25 @@ def test_auto_gives_small_integer_columns_one_bin_per_value_in_every_marginal():
         dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={2: 3})
     with pytest.raises(ValueError, match=r"levels\[1\] \(0\) must be a positive integer"):
         dps.Marginals.auto((0.0, 1.0), dim=2, levels={1: 0})
+
+
+def test_explicit_cut_points_bin_like_searchsorted_and_keep_the_sensitivity():
+    """Cut points ``c`` give bins ``[lo, c₁), …, [c_k, hi]``: the bin of ``x`` is the number of cut
+    points at or below it, after clipping into the bounds (NaN to the lowest bin); still one
+    cell per marginal, so Δ₁ = number of marginals. The spec survives a JSON round trip."""
+    cuts = [0.5, 2.0, 7.5]
+    fm = dps.Marginals(bounds=(0, 10), subsets=[0, (0, 1)], bins=[[16], [cuts, 4]], dim=2)
+    x = np.array([-3.0, 0.0, 0.5, 1.9, 2.0, 7.49, 7.5, 10.0, 12.0, np.nan, np.inf, -np.inf])
+    X = np.column_stack([x, np.full(x.size, 3.0)])
+    got = (fm.cells(X)[:, 1] - fm.blocks[1].offset) // 4
+    want = np.searchsorted(cuts, np.nan_to_num(np.clip(x, 0, 10), nan=0.0), side="right")
+    assert got.tolist() == want.tolist()
+    assert fm.sensitivity(1) == 2.0 and fm.blocks[1].shape == (4, 4)
+    assert (fm.transform(X).sum(axis=1) == 2).all()
+    back = dps.FeatureMap.from_dict(json.loads(json.dumps(fm.to_dict())))
+    assert back == fm and back.blocks[1].cuts == (tuple(cuts), None)
+    for bad in ([0.0, 1.0], [1.0, 1.0], [3.0, 2.0], [1.0, 10.0], [np.nan]):
+        with pytest.raises(ValueError, match="cut points"):
+            dps.Marginals(bounds=(0, 10), subsets=[(0, 1)], bins=[[bad, 4]], dim=2)
+    with pytest.raises(ValueError, match="categorical"):
+        dps.Marginals(bounds=([0, 0], [10, 3]), subsets=[(0, 1)], bins=[[4, [1.0]]], categorical=[1])
