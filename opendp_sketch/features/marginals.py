@@ -160,8 +160,8 @@ def _parse_cuts(
     )
     out: list[tuple[tuple[float, ...] | None, ...]] = []
     for i, s in enumerate(subsets):
-        spec = bins[i] if per_subset else None
-        if not (_is_cut_list(spec) and len(spec) == len(s)):
+        spec: Any = bins[i] if per_subset else None
+        if spec is None or not (_is_cut_list(spec) and len(spec) == len(s)):
             out.append(tuple(None for _ in s))
             continue
         cols: list[tuple[float, ...] | None] = []
