@@ -12,8 +12,9 @@ Systems, each released at the same ε (pure DP) in the same run:
 * ``Histogram + synthetic``: the same sketch, the new default decoder (``M2M(sketch)``);
 * ``auto marginals + synthetic``: the schema's default map (``release.auto_marginals`` with a
   public row estimate, the row count to two significant digits) and decoder;
-* ``auto marginals, 1-way at weight 2`` (asked with ``--systems``): the same rule with
-  ``one_way_weight=2`` (a composite: 1-way cells see half the noise of the 2-way cells);
+* ``auto marginals, every block at weight 1`` / ``1-way at weight 3`` (asked with
+  ``--systems marginals_unweighted,marginals_weighted3``): the same rule with ``one_way_weight``
+  1 (one plain ``Marginals``) or 3 instead of the default 2;
 * ``dp.mbi MST`` / ``dp.mbi AIM``: OpenDP's contingency tables, 16 bins per column (cuts placed
   just below our bin edges, so both discretise the data identically); failures are recorded;
 * ``OpenDP Polars, one query at a time``: a ``dp.Context`` over the LazyFrame with the budget split
@@ -96,13 +97,16 @@ TABLES: dict[str, tuple[str, str, dict[str, tuple[float, float]]]] = {
 #: categorical columns (integer codes) of each table, for the Marginals map
 CATEGORICAL = {"CPSSW8": [3, 4]}
 SYSTEMS = ("hist_ridge", "hist_synthetic", "marginals_synthetic", "mst", "aim", "opendp_polars")
+#: one_way_weight of the weighted variants of the automatic marginals (asked with --systems)
+WEIGHTED = {"marginals_unweighted": 1.0, "marginals_weighted3": 3.0}
 #: counts the per-query peer answers (each with ε/N_COUNTS, the share it has to answer them all)
 PER_QUERY_MEASURED = 50
 LABELS = {
     "hist_ridge": "Histogram 16 bins + ridge M2M (old default)",
     "hist_synthetic": "Histogram 16 bins + synthetic decoder",
-    "marginals_synthetic": "auto marginals (1-way 16 bins, 2-way by the row-estimate rule) + synthetic decoder",
-    "marginals_weighted": "auto marginals as above, 1-way blocks at weight 2 (one_way_weight=2) + synthetic decoder",
+    "marginals_synthetic": "auto marginals (1-way 16 bins at weight 2, 2-way by the row-estimate rule) + synthetic decoder",
+    "marginals_unweighted": "auto marginals as above, every block at weight 1 (one_way_weight=1) + synthetic decoder",
+    "marginals_weighted3": "auto marginals as above, 1-way blocks at weight 3 (one_way_weight=3) + synthetic decoder",
     "mst": "OpenDP dp.mbi MST (16 bins)",
     "aim": "OpenDP dp.mbi AIM (16 bins)",
     "opendp_polars": f"OpenDP Polars, one query at a time (ε/{N_COUNTS} each; counts only, the first "
@@ -231,7 +235,7 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> 
             fine_bins=BINS,
             rows=public_rows(X.shape[0]),
             epsilon=eps,
-            one_way_weight=2.0 if system == "marginals_weighted" else 1.0,
+            **({"one_way_weight": WEIGHTED[system]} if system in WEIGHTED else {}),
         )
     sk = dps.release_sketch(X, fm, bounds=(lo.tolist(), hi.tolist()), epsilon=eps, column_names=cols)
     method = "ridge" if system == "hist_ridge" else "synthetic"
@@ -404,6 +408,12 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="one release, CPSSW8 only, no AIM")
     p.add_argument("--releases", type=int, default=3)
+    p.add_argument(
+        "--peer-releases",
+        type=int,
+        default=None,
+        help="releases of the per-query OpenDP peer (default: --releases; ~2 min each per table)",
+    )
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--tables", default=",".join(TABLES))
     p.add_argument("--systems", default=",".join(SYSTEMS))
@@ -421,7 +431,10 @@ def main(argv: list[str] | None = None) -> None:
         E = edges(lo, hi)
         queries = make_queries(lo, hi, np.random.default_rng(12345))
         for system in systems:
-            for r in range(releases):
+            runs = releases
+            if system == "opendp_polars" and args.peer_releases is not None:
+                runs = min(releases, args.peer_releases)
+            for r in range(runs):
                 print(
                     f"[{_dt.datetime.now():%H:%M:%S}] {name} {system} release {r}",
                     file=sys.stderr,
@@ -501,7 +514,13 @@ def write(
         f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {git_commit()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs (shared; load average {os.getloadavg()[0]:.1f} at the end).",
         "",
-        f"ε = {args.epsilon} (pure DP), {releases} release(s) per system, 16 equal bins per column, "
+        f"ε = {args.epsilon} (pure DP), {releases} release(s) per system"
+        + (
+            f" ({min(releases, args.peer_releases)} for the per-query peer)"
+            if args.peer_releases is not None and args.peer_releases < releases
+            else ""
+        )
+        + ", 16 equal bins per column, "
         f"{N_COUNTS} random 1–3-column range counts (whole bins; error also split by the number of "
         f"columns), {N_CDF} CDF points per column. "
         "Cells: mean over releases (min–max for time); failures as reported.",

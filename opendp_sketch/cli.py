@@ -419,12 +419,15 @@ def _query(args: argparse.Namespace) -> int:
 def _warn_if_group_is_noise(sk: Any, group: str, share: float) -> None:
     """A warning line on stderr when a group's estimated rows are within 3 noise standard
     deviations of one released cell (one-hot maps: a cell counts rows), so its mean is mostly
-    noise. Public: the share is an answer, the noise law is recorded in the sketch."""
-    from .features.base import OneHotFeatureMap
+    noise. Public: the share is an answer, the noise law is recorded in the sketch. In a weighted
+    composite of cell maps a cell of weight ``a`` counts rows with noise ``σ/a``: the least noisy
+    block is the one read."""
+    from .estimators.intervals import partitions
 
-    if not isinstance(sk.feature_map, OneHotFeatureMap) or sk.sum_variance <= 0:
+    parts = partitions(sk.feature_map)
+    if not parts or sk.sum_variance <= 0:
         return
-    rows, sd = share * sk.n_hat, math.sqrt(sk.sum_variance)
+    rows, sd = share * sk.n_hat, math.sqrt(sk.sum_variance) / max(a for _, _, a in parts)
     if rows < 3 * sd:
         print(
             f"warning: group {group} holds about {rows:,.0f} rows, within 3 noise standard deviations "

@@ -66,6 +66,9 @@ AUTO_PAIR_BINS = 8
 AUTO_MAX_PAIR_BINS = 16
 #: 2-way marginals are measured when an average cell holds this many noise std's of rows
 AUTO_PAIR_SNR = 3 * math.sqrt(2)
+#: weight of the 1-way blocks against the 2-way blocks in the automatic marginals (a composite):
+#: 1-way cells see half the noise of 2-way cells (benchmarks/results/auto_weights_eps*.md)
+AUTO_ONE_WAY_WEIGHT = 2.0
 #: share of the privacy budget spent on the count (the rest goes to the feature sum)
 DEFAULT_COUNT_FRACTION = 0.02
 
@@ -861,7 +864,7 @@ def auto_marginals(
     delta: float | None = None,
     rho: float | None = None,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
-    one_way_weight: float = 1.0,
+    one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
 ) -> FeatureMap:
     r"""Every 1-way marginal, and the 2-way marginals when a public row estimate says they pay.
 
@@ -885,20 +888,29 @@ def auto_marginals(
     marginals alone wherever they were tried. Everything read is public: the box, the column
     kinds, the budget and the estimate ``rows`` (never the data's row count).
 
-    ``one_way_weight = a > 1`` releases the 1-way and 2-way marginals as a
-    :class:`~opendp_sketch.Composite` with weights ``(a, 1)``: the 1-way cells see ``1/a`` of the
-    noise of the 2-way cells (the budget split; the pair rule is applied to this map's noise).
-    1-column answers and CDFs gain, multi-column counts pay (``benchmarks/results/auto_weights.md``).
+    With pairs, the map is a :class:`~opendp_sketch.Composite` of the 1-way and the 2-way
+    marginals at weights ``(a, 1)``, ``a = one_way_weight`` (default ``AUTO_ONE_WAY_WEIGHT = 2``;
+    ``1`` gives one plain :class:`~opendp_sketch.features.marginals.Marginals`): the budget split,
+    so 1-way cells see ``1/a`` of the noise of 2-way cells, and the pair rule above uses this
+    map's noise. Means, CDFs and 1-column counts lean on the 1-way cells; with every block at
+    the same weight 1-way cells were the noisiest part of the answer where pairs outnumber
+    columns. Measured at ε = 1 and 3 over 4 releases (``benchmarks/results/auto_weights_eps*.md``),
+    ``a = 2`` against ``a = 1``: CDF error 0.55 against 0.67 (× 10⁻³, movies), 0.29 against 0.49
+    (CPSSW8), 1.33 against 2.00 (countymurders, ε = 3); range counts 0.51 against 0.53
+    (movies, ε = 1) and 0.65 against 0.90 (countymurders, ε = 3), but 0.39 against 0.34 on
+    CPSSW8, whose pairs carry more of its counts. ``a = 3`` drops movies' pairs at ε = 1.
 
     :example:
 
     >>> from opendp_sketch.release import auto_marginals
     >>> box = ([0.0] * 6, [1.0] * 6)
-    >>> [len(auto_marginals(box, rows=60_000, epsilon=e).blocks) for e in (0.1, 0.3, 1.0)]
-    [6, 6, 21]
-    >>> auto_marginals(box, rows=60_000, epsilon=1.0).blocks[-1].shape, auto_marginals(box).blocks[-1].shape
+    >>> def pairs(fm):
+    ...     return [b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 2]
+    >>> [len(pairs(auto_marginals(box, rows=60_000, epsilon=e))) for e in (0.1, 0.3, 1.0, 3.0)]
+    [0, 0, 15, 15]
+    >>> pairs(auto_marginals(box, rows=60_000, epsilon=1.0))[-1], pairs(auto_marginals(box))[-1]
     ((16, 16), (8, 8))
-    >>> fm = auto_marginals(box, rows=60_000, epsilon=3.0, one_way_weight=2.0)
+    >>> fm = auto_marginals(box, rows=60_000, epsilon=3.0)
     >>> type(fm).__name__, fm.weights, [len(m.blocks) for m in fm.maps]
     ('Composite', (2.0, 1.0), [6, 15])
     """
@@ -965,6 +977,7 @@ def auto_feature_map(
     delta: float | None = None,
     rho: float | None = None,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
+    one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
 ) -> FeatureMap:
     """The map :func:`release_sketch` uses with a schema and no ``feature_map``: public
     information only (the schema's columns, kinds and row estimate, and the budget), and
@@ -975,16 +988,21 @@ def auto_feature_map(
     one bin per value of a linear integer column with at most 32 values) and every 2-way marginal
     at 8×8 bins; when the schema carries a public ``rows`` estimate, the 2-way marginals are
     measured at 16×16 if the budget leaves an average cell well above its noise, and left out
-    otherwise. Categories and small integer columns keep their cells. Means, shares, CDFs, group
-    statistics and 2-way counts are then averages over cells the sketch measures.
+    otherwise. Categories and small integer columns keep their cells. With pairs, the 1-way and
+    2-way marginals are two blocks of a :class:`~opendp_sketch.Composite` at weights
+    ``(one_way_weight, 1)``: 1-way cells see half the noise of 2-way cells by default. Means,
+    shares, CDFs, group statistics and 2-way counts are then averages over cells the sketch
+    measures.
 
     >>> import opendp_sketch as dps
     >>> fm = auto_feature_map(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))
-    >>> [(b.subset, b.shape) for b in fm.blocks]
-    [((0,), (32,)), ((1,), (2,)), ((0, 1), (8, 2))]
+    >>> fm.weights, [[(b.subset, b.shape) for b in m.blocks] for m in fm.maps]
+    ((2.0, 1.0), [[((0,), (32,)), ((1,), (2,))], [((0, 1), (8, 2))]])
     >>> s = dps.Schema({"age": (18, 90), "income": (0, 1e6), "cut": ["Fair", "Ideal"]}, rows=50_000)
-    >>> [b.shape for b in auto_feature_map(s, epsilon=1.0).blocks]
+    >>> [b.shape for m in auto_feature_map(s, epsilon=1.0).maps for b in m.blocks]
     [(32,), (32,), (2,), (16, 16), (16, 2), (16, 2)]
+    >>> type(auto_feature_map(s, epsilon=0.01)).__name__   # no pair pays at this budget
+    'Marginals'
     """
     levels = {
         j: v.size
@@ -1000,6 +1018,7 @@ def auto_feature_map(
         delta=delta,
         rho=rho,
         count_fraction=count_fraction,
+        one_way_weight=one_way_weight,
     )
 
 
