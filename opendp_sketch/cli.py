@@ -356,8 +356,9 @@ def _query(args: argparse.Namespace) -> int:
     for spec in args.quantile or []:
         col, _, qs = spec.partition("=")
         levels = _parse_points(qs)
-        for q, v in zip(levels, est.quantile(col, levels)):
-            rows.append({"query": "quantile", "column": col, "point": q, "value": float(v)})
+        quant = est.quantile(col, levels, interval=level) if level else est.quantile(col, levels)
+        for i, q in enumerate(levels):
+            rows.append({"query": "quantile", "column": col, "point": q, **answer(quant, i)})
     for text in args.count or []:
         try:
             expr = pl.sql_expr(text)

@@ -121,7 +121,7 @@ def require_cells(fm: FeatureMap) -> list[tuple[int, int, float]]:
     if parts is None:
         raise ValueError(
             f"intervals need a sketch of marginal tables or histograms (Marginals, Histogram), not "
-            f"{type(fm).__name__}: release with a schema (its default map is Marginals) or dps.Marginals"
+            f"{type(fm).__name__}: release with a schema (its default map is made of Marginals) or dps.Marginals"
         )
     return parts
 

@@ -41,7 +41,7 @@ from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
 from .intervals import CellIndex, Interval, cell_intervals, probe_points, require_cells
-from .synthetic import SyntheticDecoder
+from .synthetic import SyntheticDecoder, cell_edges
 
 __all__ = ["M2M", "Prior"]
 
@@ -719,8 +719,27 @@ class M2M:
             self._sorted[j] = (xs, np.concatenate([[0.0], np.cumsum(self.weights[order])]))
         return self._sorted[j]
 
-    def quantile(self, column: str | int, qs: Any) -> np.ndarray:
-        """Quantiles of a column from the monotone, normalised weighted CDF (post-processing)."""
+    def quantile(self, column: str | int, qs: Any, *, interval: float | None = None) -> Any:
+        """Quantiles of a column from the monotone, normalised weighted CDF (post-processing).
+
+        ``interval=level`` returns an :class:`~opendp_sketch.Interval` per level: the CDF is
+        bracketed at the column's public cell edges ``t₁ < … < t_k`` (``cdf(..., interval=)``,
+        released cells only), simultaneously by a union bound (each edge at ``1 − α/(2k)`` on each
+        side). If every upper CDF bound holds, the first edge whose upper bound reaches ``q`` is
+        at or above the true quantile's next edge, so the quantile lies above the edge before it;
+        if every lower bound holds, no edge below the quantile has a lower bound reaching ``q``,
+        so the quantile lies at or below the first edge that does. Both hold with probability at
+        least ``level``; ``supported`` is ``False`` (a bound at the cells' resolution).
+
+        >>> import numpy as np, opendp_sketch as dps
+        >>> fm = dps.Histogram(bounds=(0, 1), bins=10, dim=1)
+        >>> X = np.random.default_rng(0).beta(2, 5, (4000, 1))
+        >>> sk = dps.Sketch(fm, np.asarray(fm.fixed_sum(X)), 4000, bounds=([0.0], [1.0]),
+        ...                 noise={"sum_variance": 25.0, "count_variance": 25.0})
+        >>> iv = dps.M2M(sk, n_samples=5000).quantile(0, 0.5, interval=0.95)
+        >>> bool(iv.low <= np.median(X) <= iv.high), round(float(iv.high - iv.low), 1)
+        (True, 0.2)
+        """
         j = self._column_index(column)
         q = np.atleast_1d(np.asarray(qs, dtype=np.float64))
         if not (np.isfinite(q).all() and (q >= 0).all() and (q <= 1).all()):
@@ -731,7 +750,30 @@ class M2M:
             raise ValueError("the estimated distribution has no positive mass; the sketch is too noisy")
         F = F / F[-1]
         Fu, idx = np.unique(F, return_index=True)
-        return np.interp(q, Fu, grid[idx])
+        value = np.interp(q, Fu, grid[idx])
+        if interval is None:
+            return value
+        if isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1):
+            raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95")
+        edges = cell_edges(self.feature_map, self.lower, self.upper)[j]
+        if edges is None:
+            require_cells(self.feature_map)  # a map without cells: its refusal names the fix
+            raise ValueError(f"column {self.columns[j]!r} has no public cells to bracket a quantile at")
+        P = np.tile(self.lower, (edges.size, 1))
+        P[:, j] = edges
+        t = np.clip(np.unique(self._user_view(P)[0][:, j]), self._lo_user[j], self._hi_user[j])
+        k = t.size
+        ci = self.cdf(j, t, interval=1.0 - (1.0 - float(interval)) / k)  # two sides at α/(2k)
+        reach_hi = ci.high[None, :] >= q[:, None] - 1e-12
+        reach_lo = ci.low[None, :] >= q[:, None] - 1e-12
+        first_hi = np.where(reach_hi.any(axis=1), reach_hi.argmax(axis=1), k - 1)
+        low = np.where(first_hi > 0, t[np.maximum(first_hi - 1, 0)], self._lo_user[j])
+        high = np.where(reach_lo.any(axis=1), t[reach_lo.argmax(axis=1)], self._hi_user[j])
+        low, high = np.minimum(low, value), np.maximum(high, value)
+        sup = np.zeros(q.size, dtype=bool)
+        if np.ndim(qs) == 0:
+            return Interval(float(value[0]), float(low[0]), float(high[0]), False)
+        return Interval(value, low, high, sup)
 
     # -- views ----------------------------------------------------------------------------------
     def _sample_frame(self) -> pl.DataFrame:

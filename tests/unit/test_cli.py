@@ -375,12 +375,17 @@ def test_query_intervals_bracket_the_truth_and_flag_what_no_block_holds(table, c
         "--count",
         "age > 54.3",
         "--mean",
+        "--quantile",
+        "age=0.5",
         "--n-samples",
         "5000",
     ]
     assert main([*q, "--interval", "0.999999", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     ages = pl.read_parquet(table / "rows.parquet")["age"].to_numpy()
+    (median,) = (r for r in rows if r["query"] == "quantile")
+    assert median["low"] <= np.quantile(ages, 0.5, method="inverted_cdf") <= median["high"]
+    assert not median["supported"] and median["high"] - median["low"] < 72 / 4
     on_edge, cut = (r for r in rows if r["query"] == "count")
     assert on_edge["supported"] and on_edge["low"] <= (ages >= edge).sum() <= on_edge["high"]
     assert not cut["supported"] and cut["low"] <= (ages > 54.3).sum() <= cut["high"]
