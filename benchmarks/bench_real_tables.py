@@ -97,8 +97,12 @@ TABLES: dict[str, tuple[str, str, dict[str, tuple[float, float]]]] = {
 #: categorical columns (integer codes) of each table, for the Marginals map
 CATEGORICAL = {"CPSSW8": [3, 4]}
 SYSTEMS = ("hist_ridge", "hist_synthetic", "marginals_synthetic", "mst", "aim", "opendp_polars")
-#: one_way_weight of the weighted variants of the automatic marginals (asked with --systems)
-WEIGHTED = {"marginals_unweighted": 1.0, "marginals_weighted3": 3.0}
+#: variants of the automatic marginals (asked with --systems): auto_marginals' keyword arguments
+VARIANTS: dict[str, dict[str, Any]] = {
+    "marginals_unweighted": {"one_way_weight": 1.0},
+    "marginals_weighted3": {"one_way_weight": 3.0},
+    "marginals_no_bound_cells": {"bound_cells": None},
+}
 #: counts the per-query peer answers (each with ε/N_COUNTS, the share it has to answer them all)
 PER_QUERY_MEASURED = 50
 LABELS = {
@@ -107,6 +111,7 @@ LABELS = {
     "marginals_synthetic": "auto marginals (1-way 16 bins at weight 2, 2-way by the row-estimate rule) + synthetic decoder",
     "marginals_unweighted": "auto marginals as above, every block at weight 1 (one_way_weight=1) + synthetic decoder",
     "marginals_weighted3": "auto marginals as above, 1-way blocks at weight 3 (one_way_weight=3) + synthetic decoder",
+    "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
     "mst": "OpenDP dp.mbi MST (16 bins)",
     "aim": "OpenDP dp.mbi AIM (16 bins)",
     "opendp_polars": f"OpenDP Polars, one query at a time (ε/{N_COUNTS} each; counts only, the first "
@@ -235,7 +240,7 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> 
             fine_bins=BINS,
             rows=public_rows(X.shape[0]),
             epsilon=eps,
-            **({"one_way_weight": WEIGHTED[system]} if system in WEIGHTED else {}),
+            **VARIANTS.get(system, {}),
         )
     sk = dps.release_sketch(X, fm, bounds=(lo.tolist(), hi.tolist()), epsilon=eps, column_names=cols)
     method = "ridge" if system == "hist_ridge" else "synthetic"

@@ -69,6 +69,9 @@ AUTO_PAIR_SNR = 3 * math.sqrt(2)
 #: weight of the 1-way blocks against the 2-way blocks in the automatic marginals (a composite):
 #: 1-way cells see half the noise of 2-way cells (benchmarks/results/auto_weights_eps*.md)
 AUTO_ONE_WAY_WEIGHT = 2.0
+#: a width (share of the range) for the cells at each bound of a numeric column's 1-way marginal,
+#: ``auto_marginals(bound_cells=AUTO_BOUND_CELL)``: not the default (see auto_marginals)
+AUTO_BOUND_CELL = 1e-6
 #: share of the privacy budget spent on the count (the rest goes to the feature sum)
 DEFAULT_COUNT_FRACTION = 0.02
 
@@ -865,6 +868,7 @@ def auto_marginals(
     rho: float | None = None,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
     one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
+    bound_cells: float | None = None,
 ) -> FeatureMap:
     r"""Every 1-way marginal, and the 2-way marginals when a public row estimate says they pay.
 
@@ -900,6 +904,14 @@ def auto_marginals(
     (movies, ε = 1) and 0.65 against 0.90 (countymurders, ε = 3), but 0.39 against 0.34 on
     CPSSW8, whose pairs carry more of its counts. ``a = 3`` drops movies' pairs at ε = 1.
 
+    ``bound_cells=δ`` (e.g. ``AUTO_BOUND_CELL = 1e-6``) cuts a cell of width ``δ·(hi − lo)`` at
+    each bound of every numeric 1-way marginal (``Marginals.auto(bound_cells=)``): rows sitting
+    on a bound (clipped values, the zeros of a count) are then measured apart from the rest of
+    their bin, and decoded there. Measured at ε = 1 over 3 releases: countymurders' column means
+    0.23 relative error against 0.42 and second moments 0.25 against 0.33, but range counts
+    0.67 against 0.56 (× 10⁻³) there and 0.63 against 0.53 on movies (two more noisy cells per
+    column): an option for means of clipped or zero-heavy columns, not the default.
+
     :example:
 
     >>> from opendp_sketch.release import auto_marginals
@@ -924,25 +936,20 @@ def auto_marginals(
 
     def build(c: int) -> Marginals:
         return Marginals.auto(
-            bounds, categorical=categorical, fine_bins=fine_bins, coarse_bins=c, levels=levels
+            bounds,
+            categorical=categorical,
+            fine_bins=fine_bins,
+            coarse_bins=c,
+            levels=levels,
+            bound_cells=bound_cells,
         )
 
     def weighted(fm: Marginals) -> FeatureMap:
-        ones = [b for b in fm.blocks if len(b.subset) == 1]
-        pairs = [b for b in fm.blocks if len(b.subset) > 1]
+        ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
+        pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
         if one_way_weight == 1.0 or not pairs:
             return fm
-        part = [
-            Marginals(
-                bounds,
-                [b.subset for b in bs],
-                [list(b.shape) for b in bs],
-                categorical=categorical,
-                dim=fm.dim,
-            )
-            for bs in (ones, pairs)
-        ]
-        return Composite(part, weights=[float(one_way_weight), 1.0])
+        return Composite([fm.take(ones), fm.take(pairs)], weights=[float(one_way_weight), 1.0])
 
     given = [epsilon, delta, rho]
     if rows is None or all(v is None for v in given):
@@ -956,18 +963,14 @@ def auto_marginals(
     # cells hold at least this many noise std's of rows in the final map too
     full = weighted(fm)
     std = budget.coordinate_std(full.sensitivity(1), full.sensitivity(2), share)
-    keep = [b for b in fm.blocks if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std]
+    keep = [
+        i
+        for i, b in enumerate(fm.blocks)
+        if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std
+    ]
     if len(keep) == len(fm.blocks):
         return full
-    return weighted(
-        Marginals(
-            bounds,
-            [b.subset for b in keep],
-            [list(b.shape) for b in keep],
-            categorical=categorical,
-            dim=fm.dim,
-        )
-    )
+    return weighted(fm.take(keep))
 
 
 def auto_feature_map(

@@ -315,6 +315,24 @@ class Marginals(OneHotFeatureMap):
             return np.arange(b + 1, dtype=np.float64) + (self.lower[j] - 0.5)
         return np.linspace(self.lower[j], self.upper[j], b + 1)
 
+    def take(self, blocks: Sequence[int]) -> Marginals:
+        """The marginals ``blocks`` (positions in :attr:`blocks`, in that order) as a map of their
+        own, with their bins and cut points.
+
+        >>> import opendp_sketch as dps
+        >>> fm = dps.Marginals(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[[0.5]], [4], [2, 2]], dim=2)
+        >>> [(b.subset, b.shape) for b in fm.take([2, 0]).blocks]
+        [((0, 1), (2, 2)), ((0,), (2,))]
+        """
+        picked = [self.blocks[int(i)] for i in blocks]
+        return Marginals(
+            (self.lower, self.upper),
+            [b.subset for b in picked],
+            [_bins_spec(b) for b in picked],
+            categorical=sorted(self.categories),
+            dim=self.dim,
+        )
+
     def block_edges(self, block: int) -> list[np.ndarray]:
         """The public bin edges of each column of ``blocks[block]``: its cut points between the
         column's bounds, or :meth:`edges` for equal bins and categorical codes."""
@@ -393,6 +411,7 @@ class Marginals(OneHotFeatureMap):
         max_cells: int = 1 << 16,
         dim: int | None = None,
         levels: Mapping[int, int] | None = None,
+        bound_cells: float | None = None,
     ) -> Marginals:
         r"""Marginals chosen from public information only: every 1-way and as many 2-way as fit.
 
@@ -416,6 +435,10 @@ class Marginals(OneHotFeatureMap):
         :param dim: number of columns (needed only when both bounds are scalars)
         :param levels: ``{column: K}`` for numeric columns that take ``K`` equally spaced public
             values (small integer ranges): ``K`` bins in every marginal, one value per bin
+        :param bound_cells: ``δ`` in ``(0, 1/(2·fine_bins))``: the 1-way marginal of every other
+            numeric column gets two more cells, ``[lo, lo + δw)`` and ``[hi − δw, hi]``
+            (``w = hi − lo``), cut from its end bins: rows at a bound (clipped values, zeros of a
+            count) are measured apart from the rest of their bin, so a decoder puts them there
         :raises ValueError: if the 1-way marginals alone exceed ``max_cells``
         :example:
 
@@ -426,6 +449,9 @@ class Marginals(OneHotFeatureMap):
         [((0,), (16,)), ((1,), (16,)), ((2,), (4,)), ((0, 1), (4, 4)), ((0, 2), (4, 4)), ((1, 2), (4, 4))]
         >>> fm.num_features, fm.sensitivity(1)
         (84, 6.0)
+        >>> one = dps.Marginals.auto((0, 10), dim=1, fine_bins=4, bound_cells=1e-3)
+        >>> one.blocks[0].shape, one.block_edges(0)[0].tolist()
+        ((6,), [0.0, 0.01, 2.5, 5.0, 7.5, 9.99, 10.0])
         """
         lo, hi = check_bounds(bounds, dim)
         d = lo.size
@@ -438,11 +464,24 @@ class Marginals(OneHotFeatureMap):
             if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < d or j in cats:
                 raise ValueError(f"levels column ({j!r}) must be the index of a numeric column in [0, {d})")
             fixed[int(j)] = check_positive_int(k, f"levels[{j}]")
-        ones = [fixed.get(j, fine) for j in range(d)]
+        delta = None
+        if bound_cells is not None:
+            if isinstance(bound_cells, bool) or not isinstance(bound_cells, (int, float)):
+                raise ValueError(f"bound_cells ({bound_cells!r}) must be a number in (0, 1/(2·fine_bins))")
+            delta = float(bound_cells)
+            if not 0 < delta < 0.5 / fine:
+                raise ValueError(f"bound_cells ({bound_cells!r}) must be a number in (0, 1/(2·fine_bins))")
+        ones = [fixed.get(j, fine if delta is None else fine + 2) for j in range(d)]
         if sum(ones) > budget:
             raise ValueError(f"max_cells ({max_cells}) is below the {sum(ones)} cells of the 1-way marginals")
         subsets: list[Any] = [(j,) for j in range(d)]
         bins: list[Any] = [[b] for b in ones]
+        if delta is not None:
+            for j in range(d):
+                if j not in fixed:
+                    w = float(hi[j] - lo[j])
+                    inner = np.linspace(lo[j], hi[j], fine + 1)[1:-1].tolist()
+                    bins[j] = [[float(lo[j]) + delta * w, *inner, float(hi[j]) - delta * w]]
         pairs = list(itertools.combinations(range(d), 2))
 
         def shape(pair: tuple[int, int], c: int) -> tuple[int, int]:
