@@ -96,7 +96,15 @@ TABLES: dict[str, tuple[str, str, dict[str, tuple[float, float]]]] = {
 }
 #: categorical columns (integer codes) of each table, for the Marginals map
 CATEGORICAL = {"CPSSW8": [3, 4]}
-SYSTEMS = ("hist_ridge", "hist_synthetic", "marginals_synthetic", "mst", "aim", "opendp_polars")
+SYSTEMS = (
+    "hist_ridge",
+    "hist_synthetic",
+    "marginals_synthetic",
+    "marginals_unweighted",
+    "mst",
+    "aim",
+    "opendp_polars",
+)
 #: variants of the automatic marginals (asked with --systems): auto_marginals' keyword arguments
 VARIANTS: dict[str, dict[str, Any]] = {
     "marginals_unweighted": {"one_way_weight": 1.0},

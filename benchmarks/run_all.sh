@@ -13,5 +13,5 @@ done
 for eps in 1 0.1 3; do
     echo "=== bench_real_tables ε=${eps} ==="
     out="benchmarks/results/real_tables"; [ "$eps" = 1 ] || out="${out}_eps${eps/./_}"
-    "$PYTHON" benchmarks/bench_real_tables.py --epsilon "$eps" --releases 2 --out "$out"
+    "$PYTHON" benchmarks/bench_real_tables.py --epsilon "$eps" --releases 5 --peer-releases 2 --out "$out"
 done
