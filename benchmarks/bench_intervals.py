@@ -39,6 +39,7 @@ def one_release(name: str, X, cols, lo, hi, eps: float, seed: int, queries, E) -
     import opendp.prelude as dp
 
     import opendp_sketch as dps
+    from opendp_sketch.estimators.intervals import partitions
     from opendp_sketch.release import auto_marginals
 
     dp.enable_features("contrib", "honest-but-curious")
@@ -96,7 +97,7 @@ def one_release(name: str, X, cols, lo, hi, eps: float, seed: int, queries, E) -
         )
     seconds = time.perf_counter() - t0
     for r in out:
-        r.update(table=name, epsilon=eps, release=seed, blocks=len(fm.blocks), seconds=seconds)
+        r.update(table=name, epsilon=eps, release=seed, blocks=len(partitions(fm) or []), seconds=seconds)
     return out
 
 
@@ -171,7 +172,7 @@ def write(rows, out: Path, tables, epsilons, releases) -> None:
         "interval is the range the released cells allow. Width and error: counts and means as a share "
         "of n and of the column's range; CDFs as probabilities.",
         "",
-        "| table | ε | blocks | counts: all | 1-col | 2-col | 3-col | supported counts | flagged counts | "
+        "| table | ε | marginal tables | counts: all | 1-col | 2-col | 3-col | supported counts | flagged counts | "
         "count width (median) | count \\|err\\| (mean) | CDF | means | intervals s / release |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
