@@ -72,6 +72,8 @@ _CELL_POINTS = 2
 #: multiply-adds a round of mirror descent may spend beyond ``iterations`` steps: a small design
 #: (few distinct cell combinations) gets more steps, up to ``_MAX_STEP_FACTOR × iterations``
 _ROUND_WORK = 1 << 29
+#: heavy-ball momentum of the mirror-descent steps (0: plain exponentiated gradient)
+_MOMENTUM = 0.9
 _MAX_STEP_FACTOR = 50
 
 
@@ -255,12 +257,16 @@ def _descend(
     iterations: int,
     tol: float,
 ) -> tuple[np.ndarray, float, int]:
-    """The exponentiated-gradient loop of :func:`_fit_weights` on ``w = weights(θ)``."""
+    """The exponentiated-gradient loop of :func:`_fit_weights` on ``w = weights(θ)``, with
+    heavy-ball momentum in ``θ``: each step adds ``_MOMENTUM`` times the previous one; a step
+    that does not lower the loss is retried without it (a restart), then with half the step
+    size. Measured on three real tables at ε = 1: the same answers in 0.5–0.75 of the steps."""
     w = weights(theta)
     r = mix(w) - target
     loss = 0.5 * float(wt @ (r * r))
     eta = None
     it = 0
+    previous = np.zeros_like(theta)
     while it < iterations:
         it += 1
         g = score(wt * r)
@@ -270,18 +276,26 @@ def _descend(
         if eta is None:
             eta = 1.0 / spread
         accepted = False
+        push = _MOMENTUM
         for _ in range(30):
-            theta_new = theta - eta * (g - g.min())
+            step = -eta * (g - g.min())
+            if push:
+                step = step + push * previous
+            theta_new = theta + step
             w_new = weights(theta_new)
             r_new = mix(w_new) - target
             loss_new = 0.5 * float(wt @ (r_new * r_new))
             if loss_new < loss:
                 accepted = True
                 break
+            if push:  # restart: drop the momentum before shrinking the step
+                push = 0.0
+                continue
             eta *= 0.5
         if not accepted:
             break
         improvement = loss - loss_new
+        previous = theta_new - theta
         theta, r, loss = theta_new, r_new, loss_new
         eta *= 1.5
         if improvement <= tol * loss:
