@@ -67,7 +67,7 @@ AUTO_MAX_PAIR_BINS = 16
 #: 2-way marginals are measured when an average cell holds this many noise std's of rows
 AUTO_PAIR_SNR = 3 * math.sqrt(2)
 #: weight of the 1-way blocks against the 2-way blocks in the automatic marginals (a composite):
-#: 1-way cells see half the noise of 2-way cells (benchmarks/results/auto_weights_eps*.md)
+#: 1-way cells see half the noise of 2-way cells (benchmarks/results/real_tables*.md, weight 2 vs 1)
 AUTO_ONE_WAY_WEIGHT = 2.0
 #: a width (share of the range) for the cells at each bound of a numeric column's 1-way marginal,
 #: ``auto_marginals(bound_cells=AUTO_BOUND_CELL)``: not the default (see auto_marginals)
@@ -898,11 +898,12 @@ def auto_marginals(
     so 1-way cells see ``1/a`` of the noise of 2-way cells, and the pair rule above uses this
     map's noise. Means, CDFs and 1-column counts lean on the 1-way cells; with every block at
     the same weight 1-way cells were the noisiest part of the answer where pairs outnumber
-    columns. Measured at ε = 1 and 3 over 4 releases (``benchmarks/results/auto_weights_eps*.md``),
-    ``a = 2`` against ``a = 1``: CDF error 0.55 against 0.67 (× 10⁻³, movies), 0.29 against 0.49
-    (CPSSW8), 1.33 against 2.00 (countymurders, ε = 3); range counts 0.51 against 0.53
-    (movies, ε = 1) and 0.65 against 0.90 (countymurders, ε = 3), but 0.39 against 0.34 on
-    CPSSW8, whose pairs carry more of its counts. ``a = 3`` drops movies' pairs at ε = 1.
+    columns. Measured over 5 releases (``benchmarks/results/real_tables*.md``, the default against
+    its ``one_way_weight=1`` ablation), CDF errors at ε = 1: 0.68 against 0.94 (× 10⁻³, movies),
+    0.28 against 0.31 (CPSSW8) and 0.41 against 0.46 (countymurders), range counts 0.48 against
+    0.52, 0.28 against 0.27 and 0.54 against 0.56; at ε = 0.1 on CPSSW8 (its categorical pairs
+    stay) counts 1.76 against 2.11 and CDFs 1.9 against 2.6. ``a = 3`` dropped movies' pairs at
+    ε = 1 (the rule reads the noisier pairs) and lost on its 2-column counts.
 
     ``bound_cells=δ`` (e.g. ``AUTO_BOUND_CELL = 1e-6``) cuts a cell of width ``δ·(hi − lo)`` at
     each bound of every numeric 1-way marginal (``Marginals.auto(bound_cells=)``): rows sitting
