@@ -43,6 +43,10 @@ class MarginalBlock(NamedTuple):
         """Number of cells of the table."""
         return math.prod(self.shape)
 
+    def column_cuts(self, k: int) -> tuple[float, ...] | None:
+        """Cut points of the ``k``-th column of :attr:`subset` (``None``: equal bins or codes)."""
+        return self.cuts[k] if self.cuts else None
+
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
@@ -109,12 +113,24 @@ def _check_bins_value(v: Any, column: int, categories: dict[int, int]) -> int:
 
 
 def _parse_bins(
-    bins: Any, subsets: list[tuple[int, ...]], dim: int, categories: dict[int, int]
-) -> list[tuple[int, ...]]:
-    """Bins as one tuple per subset: an int (numeric columns; categorical ones get ``K``), one int
-    per column, or one entry per subset (an int or one int per column of the subset)."""
+    bins: Any,
+    subsets: list[tuple[int, ...]],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    categories: dict[int, int],
+) -> list[tuple[tuple[int, ...], tuple[tuple[float, ...] | None, ...]]]:
+    """``(shape, cuts)`` per subset from bins given as an int (numeric columns; categorical ones
+    get ``K``), one int per column, or one entry per subset (an int, or one entry per column of the
+    subset: an int or a list of cut points). ``cuts`` holds each column's cut points (``None``:
+    equal bins or codes)."""
+    dim = lo.size
+    Cuts = tuple[tuple[float, ...] | None, ...]
+
+    def equal(shape: tuple[int, ...]) -> tuple[tuple[int, ...], Cuts]:
+        return shape, tuple(None for _ in shape)
+
     if _is_int(bins):
-        return [tuple(categories.get(j) or _check_bins_value(bins, j, {}) for j in s) for s in subsets]
+        return [equal(tuple(categories.get(j) or _check_bins_value(bins, j, {}) for j in s)) for s in subsets]
     if isinstance(bins, (str, bytes)) or not isinstance(bins, Sequence):
         raise ValueError(f"bins ({bins!r}) must be an int, one int per column, or one entry per subset")
     if all(_is_int(b) for b in bins):
@@ -123,22 +139,24 @@ def _parse_bins(
                 f"bins ({bins!r}) as a flat list must have one int per column ({dim}); "
                 "give per-subset bins as a list of lists"
             )
-        return [tuple(_check_bins_value(bins[j], j, categories) for j in s) for s in subsets]
+        return [equal(tuple(_check_bins_value(bins[j], j, categories) for j in s)) for s in subsets]
     if len(bins) != len(subsets):
         raise ValueError(
             f"bins has {len(bins)} entries; per-subset bins need one per subset ({len(subsets)})"
         )
-    out = []
+    out: list[tuple[tuple[int, ...], Cuts]] = []
     for s, b in zip(subsets, bins):
         if _is_int(b):
-            out.append(tuple(categories.get(j) or _check_bins_value(b, j, {}) for j in s))
-        elif isinstance(b, Sequence) and not isinstance(b, (str, bytes)) and len(b) == len(s):
-            out.append(
-                tuple(
-                    len(v) + 1 if _is_cut_list(v) else _check_bins_value(v, j, categories)
-                    for v, j in zip(b, s)
-                )
+            out.append(equal(tuple(categories.get(j) or _check_bins_value(b, j, {}) for j in s)))
+        elif _is_cut_list(b) and len(b) == len(s):
+            cuts: list[tuple[float, ...] | None] = [
+                _check_cuts(v, j, lo, hi, categories) if _is_cut_list(v) else None for v, j in zip(b, s)
+            ]
+            shape = tuple(
+                len(c) + 1 if c is not None else _check_bins_value(v, j, categories)
+                for c, v, j in zip(cuts, b, s)
             )
+            out.append((shape, tuple(cuts)))
         else:
             raise ValueError(f"bins ({b!r}) of subset {s} must be an int or {len(s)} entries")
     return out
@@ -148,54 +166,33 @@ def _is_cut_list(v: Any) -> bool:
     return isinstance(v, Sequence) and not isinstance(v, (str, bytes))
 
 
-def _parse_cuts(
-    bins: Any, subsets: list[tuple[int, ...]], lo: np.ndarray, hi: np.ndarray, categories: dict[int, int]
-) -> list[tuple[tuple[float, ...] | None, ...]]:
-    """Explicit interior cut points per column of each subset (``None`` where bins are equal)."""
-    per_subset = (
-        not _is_int(bins)
-        and isinstance(bins, Sequence)
-        and not all(_is_int(b) for b in bins)
-        and len(bins) == len(subsets)
-    )
-    out: list[tuple[tuple[float, ...] | None, ...]] = []
-    for i, s in enumerate(subsets):
-        spec: Any = bins[i] if per_subset else None
-        if spec is None or not (_is_cut_list(spec) and len(spec) == len(s)):
-            out.append(tuple(None for _ in s))
-            continue
-        cols: list[tuple[float, ...] | None] = []
-        for v, j in zip(spec, s):
-            if not _is_cut_list(v):
-                cols.append(None)
-                continue
-            if j in categories:
-                raise ValueError(f"categorical column {j} takes its codes, not cut points ({v!r})")
-            try:
-                c = np.asarray(v, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"cut points ({v!r}) of column {j} must be numbers") from None
-            if (
-                c.ndim != 1
-                or c.size + 1 > MAX_CELLS
-                or not np.isfinite(c).all()
-                or (c.size and (c[0] <= lo[j] or c[-1] >= hi[j]))
-                or (np.diff(c) <= 0).any()
-            ):
-                raise ValueError(
-                    f"cut points ({v!r}) of column {j} must be increasing numbers strictly inside "
-                    f"({lo[j]}, {hi[j]})"
-                )
-            cols.append(tuple(c.tolist()))
-        out.append(tuple(cols))
-    return out
+def _check_cuts(
+    v: Any, j: int, lo: np.ndarray, hi: np.ndarray, categories: dict[int, int]
+) -> tuple[float, ...]:
+    """Public interior cut points of numeric column ``j``: increasing, strictly inside its bounds."""
+    if j in categories:
+        raise ValueError(f"categorical column {j} takes its codes, not cut points ({v!r})")
+    try:
+        c = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"cut points ({v!r}) of column {j} must be numbers") from None
+    if (
+        c.ndim != 1
+        or c.size + 1 > MAX_CELLS
+        or not np.isfinite(c).all()
+        or (c.size and (c[0] <= lo[j] or c[-1] >= hi[j]))
+        or (np.diff(c) <= 0).any()
+    ):
+        raise ValueError(
+            f"cut points ({v!r}) of column {j} must be increasing numbers strictly inside ({lo[j]}, {hi[j]})"
+        )
+    return tuple(c.tolist())
 
 
 def _bins_spec(b: MarginalBlock) -> list[Any]:
     """A block's bins as the constructor takes them: an int per column, or its cut points."""
-    if not b.cuts:
-        return list(b.shape)
-    return [list(c) if c is not None else n for c, n in zip(b.cuts, b.shape)]
+    cuts = [b.column_cuts(k) for k in range(len(b.shape))]
+    return [list(c) if c is not None else n for c, n in zip(cuts, b.shape)]
 
 
 @register_feature_map
@@ -262,10 +259,10 @@ class Marginals(OneHotFeatureMap):
         self.dim = self.lower.size
         self.categories = _parse_categorical(categorical, self.lower, self.upper)
         parsed = _parse_subsets(subsets, self.dim)
-        shapes = _parse_bins(bins, parsed, self.dim, self.categories)
-        cuts = _parse_cuts(bins, parsed, self.lower, self.upper, self.categories)
         blocks, offset = [], 0
-        for s, shape, cut in zip(parsed, shapes, cuts):
+        for s, (shape, cut) in zip(
+            parsed, _parse_bins(bins, parsed, self.lower, self.upper, self.categories)
+        ):
             blocks.append(MarginalBlock(s, shape, offset, cut if any(c is not None for c in cut) else ()))
             offset += math.prod(shape)
             if offset > MAX_CELLS:
@@ -339,7 +336,7 @@ class Marginals(OneHotFeatureMap):
         blk = self.blocks[block]
         out = []
         for k, (j, b) in enumerate(zip(blk.subset, blk.shape)):
-            c = blk.cuts[k] if blk.cuts else None
+            c = blk.column_cuts(k)
             out.append(self.edges(j, b) if c is None else np.array([self.lower[j], *c, self.upper[j]]))
         return out
 
@@ -385,7 +382,7 @@ class Marginals(OneHotFeatureMap):
         for i, blk in enumerate(self.blocks):
             cell = np.zeros(X.shape[0], dtype=np.int64)
             for k, (j, b) in enumerate(zip(blk.subset, blk.shape)):
-                c = blk.cuts[k] if blk.cuts else None
+                c = blk.column_cuts(k)
                 key = (j, b if c is None else c)
                 if key not in cache:
                     cache[key] = (
@@ -464,13 +461,11 @@ class Marginals(OneHotFeatureMap):
             if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < d or j in cats:
                 raise ValueError(f"levels column ({j!r}) must be the index of a numeric column in [0, {d})")
             fixed[int(j)] = check_positive_int(k, f"levels[{j}]")
-        delta = None
-        if bound_cells is not None:
-            if isinstance(bound_cells, bool) or not isinstance(bound_cells, (int, float)):
-                raise ValueError(f"bound_cells ({bound_cells!r}) must be a number in (0, 1/(2·fine_bins))")
-            delta = float(bound_cells)
-            if not 0 < delta < 0.5 / fine:
-                raise ValueError(f"bound_cells ({bound_cells!r}) must be a number in (0, 1/(2·fine_bins))")
+        delta = bound_cells
+        if delta is not None and (
+            isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 0.5 / fine
+        ):
+            raise ValueError(f"bound_cells ({bound_cells!r}) must be a number in (0, 1/(2·fine_bins))")
         ones = [fixed.get(j, fine if delta is None else fine + 2) for j in range(d)]
         if sum(ones) > budget:
             raise ValueError(f"max_cells ({max_cells}) is below the {sum(ones)} cells of the 1-way marginals")
