@@ -287,7 +287,16 @@ def _query(args: argparse.Namespace) -> int:
     if needs_m2m:  # the decode takes seconds; say what is happening (stderr: stdout stays parseable)
         print(f"decoding {sk.sum.size:,} released values of {args.sketch} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    est: Any = M2M(sk, n_samples=args.n_samples) if needs_m2m else None
+    est: Any = None
+    if needs_m2m:
+        show = sys.stderr.isatty() if args.progress is None else args.progress
+        with tqdm(unit="round", file=sys.stderr, disable=not show, desc="decoder rounds") as bar:
+
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            est = M2M(sk, n_samples=args.n_samples, progress=progress)
     if needs_m2m:
         ratio = est.fit_ratio
         fit = f"; fit residual {ratio:.2f}× what the noise explains" if np.isfinite(ratio) else ""
@@ -566,6 +575,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "answers no released block holds are flagged (marginal and histogram sketches)",
     )
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p_q.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar of the decoder's rounds on stderr (default: when stderr is a terminal)",
+    )
     p_q.set_defaults(func=_query)
 
     args = parser.parse_args(argv)

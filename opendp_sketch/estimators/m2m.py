@@ -213,6 +213,8 @@ class M2M:
         e.g. ``{"label": [0, 1]}``. For :class:`~opendp_sketch.ByClass` sketches the label column is
         discrete over the classes automatically.
     :param method: ``"synthetic"`` (default) or ``"ridge"``
+    :param progress: synthetic only: ``progress(rounds_done, rounds)`` after each of the decoder's
+        rounds (e.g. a ``tqdm`` bar's update), ``(rounds, rounds)`` when it stops
     :raises ValueError: for bad bounds, a prior that returns points of the wrong shape or outside
         the box, an unknown ``lam`` or ``method``; with ``method="ridge"`` also for a sketch whose
         noisy count is ``≤ 0``
@@ -245,6 +247,7 @@ class M2M:
         lam: str | float = "auto",
         discrete: Mapping[str | int, Sequence[float]] | None = None,
         method: str = "synthetic",
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         if not isinstance(sketch, Sketch):
             raise ValueError(f"sketch must be a Sketch, got {type(sketch).__name__}")
@@ -280,6 +283,7 @@ class M2M:
                 bounds=(self.lower, self.upper),
                 discrete=self.discrete,
                 prior=prior,
+                progress=progress,
             ).fit(sketch)
             self.samples = self.decoder.samples_
             self.weights = self.decoder.weights_

@@ -381,6 +381,8 @@ class SyntheticDecoder:
     :param bounds: public box ``(lower, upper)``; defaults to the sketch's
     :param discrete: ``{column index: values}`` for columns that take finitely many values
     :param prior: ``prior(n, rng) -> (n, d)``: public starting points instead of the uniform box
+    :param progress: ``progress(rounds_done, rounds)`` after each round (e.g. a progress bar's
+        update; the CLI shows one on a terminal); reports ``(rounds, rounds)`` when the fit stops
 
     Fitted attributes: ``samples_`` ``(N, d)``, ``weights_`` (non-negative, sum 1), ``n_hat_``
     (count estimate, ``0`` when degenerate), ``residual_`` (``‖Pᵀw − ẑ‖``), ``noise_norm_``
@@ -417,6 +419,7 @@ class SyntheticDecoder:
         bounds: Any = None,
         discrete: Mapping[int, Any] | None = None,
         prior: Prior | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.n_points = n_points
         self.seed = seed
@@ -428,6 +431,7 @@ class SyntheticDecoder:
         self.bounds = bounds
         self.discrete = discrete
         self.prior = prior
+        self.progress = progress
 
     # -- checks (public parameters only: they may raise) -----------------------------------------
     def _check(self, sketch: Sketch) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
@@ -440,6 +444,10 @@ class SyntheticDecoder:
         _check_fraction(self.tol, "tol", 0.0, 1.0)
         _check_fraction(self.move, "move", 0.0, 1.0)
         _check_fraction(self.bandwidth, "bandwidth", 0.0, 1.0)
+        if self.progress is not None and not callable(self.progress):
+            raise ValueError(
+                f"progress ({self.progress!r}) must be a callable progress(rounds_done, rounds) or None"
+            )
         d = sketch.feature_map.input_dim
         box = self.bounds if self.bounds is not None else sketch.bounds
         if box is None:
@@ -515,6 +523,8 @@ class SyntheticDecoder:
         uniform = np.full(X.shape[0], 1.0 / X.shape[0])
         if not (math.isfinite(n_hat) and n_hat > 0):
             self._finish(X, uniform, 0.0, float("nan"), float("nan"))
+            if self.progress is not None:
+                self.progress(self.rounds, self.rounds)
             self.degenerate_ = True
             self.reason_ = f"the sketch's count estimate ({n_hat:g}) is not positive: no distribution to fit"
             return
@@ -538,7 +548,10 @@ class SyntheticDecoder:
             improved = best is None or loss < best[0] * (1 - self.tol)
             if best is None or loss < best[0]:
                 best = (loss, X, w)
-            if not improved and r > 1:
+            stop = not improved and r > 1
+            if self.progress is not None:  # the last call always reports every round done
+                self.progress(self.rounds if stop else r + 1, self.rounds)
+            if stop:
                 break
         assert best is not None
         _, X, w = best

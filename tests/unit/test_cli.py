@@ -395,3 +395,17 @@ def test_query_intervals_bracket_the_truth_and_flag_what_no_block_holds(table, c
     assert "(not supported: a bound)" in printed.out and "no released block holds" in printed.err
     assert main(q + ["--format", "json"]) == 0  # without --interval: values only, as before
     assert all(set(r) == {"query", "column", "point", "value"} for r in json.loads(capsys.readouterr().out))
+
+
+def test_query_shows_the_decoders_rounds_when_asked(capsys, tmp_path):
+    assert main(["demo", "--n", "3000", "--epsilon", "2.0", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    sketch = str(tmp_path / "demo.sketch")
+    assert main(["query", sketch, "--mean", "--format", "json", "--progress", "--n-samples", "2000"]) == 0
+    captured = capsys.readouterr()
+    assert "decoder rounds" in captured.err and "100%" in captured.err
+    with_bar = json.loads(captured.out)
+    # no bar unless asked (stderr is not a terminal here); the same answers either way
+    assert main(["query", sketch, "--mean", "--format", "json", "--n-samples", "2000"]) == 0
+    captured = capsys.readouterr()
+    assert "decoder rounds" not in captured.err and json.loads(captured.out) == with_bar

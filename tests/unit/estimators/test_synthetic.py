@@ -324,3 +324,24 @@ def test_weighted_composites_of_cell_maps_decode_on_every_point(table):
         errs.append(np.mean(np.abs(range_counts(np.random.default_rng(5), est) - truth)) / table.shape[0])
     assert errs[1] < 0.01, errs
     assert errs[1] < 1.5 * errs[0] + 1e-3, errs
+
+
+def test_progress_reports_each_round_then_every_round_done(released):
+    calls: list[tuple[int, int]] = []
+    dec = SyntheticDecoder(
+        n_points=3000, seed=1, progress=lambda done, total: calls.append((done, total))
+    ).fit(released)
+    assert calls and all(total == dec.rounds for _, total in calls)
+    done = [c[0] for c in calls]
+    assert done == sorted(done) and done[-1] == dec.rounds and len(calls) == len(dec.history_)
+    # the same fit with or without a progress callback
+    quiet = SyntheticDecoder(n_points=3000, seed=1).fit(released)
+    np.testing.assert_array_equal(quiet.weights_, dec.weights_)
+    # a degenerate sketch reports the end too, and M2M passes the callback on
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=3)
+    empty = dps.Sketch(fm, np.zeros(24, dtype=np.int64), 0, noise={"sum_variance": 1.0}, bounds=BOX)
+    ends: list[tuple[int, int]] = []
+    est = dps.M2M(empty, n_samples=1000, progress=lambda d, t: ends.append((d, t)))
+    assert est.degenerate and ends == [(5, 5)]
+    with pytest.raises(ValueError, match="progress"):
+        SyntheticDecoder(progress="bar").fit(released)
