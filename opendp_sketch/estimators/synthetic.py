@@ -214,8 +214,10 @@ def _distinct_rows(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _softmax(theta: np.ndarray) -> np.ndarray:
-    e = np.exp(theta - theta.max())
-    return e / e.sum()
+    e = theta - theta.max()  # a new array, then updated in place: one allocation per call
+    np.exp(e, out=e)
+    e /= e.sum()
+    return e
 
 
 def _fit_weights(
@@ -285,9 +287,10 @@ def _descend(
         accepted = False
         push = _MOMENTUM
         tries = 0
+        g -= g.min()
         while tries < 30:
             tries += 1
-            step = -eta * (g - g.min())
+            step = -eta * g
             if push:
                 step = step + push * previous
             theta_new = theta + step
