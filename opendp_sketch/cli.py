@@ -8,12 +8,13 @@ data value; nothing is released).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,20 @@ def _feature_map(args: argparse.Namespace, schema: Any) -> Any:
     return dps.Moments(dim=d, radius=radius, center=center)
 
 
+@contextlib.contextmanager
+def _progress_bar(flag: bool | None, desc: str, **kwargs: Any) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress(done, total)`` callback drawing a tqdm bar on stderr: shown when ``flag`` is
+    True, or when it is None and stderr is a terminal (``--progress`` / ``--no-progress``)."""
+    show = sys.stderr.isatty() if flag is None else flag
+    with tqdm(file=sys.stderr, disable=not show, desc=desc, **kwargs) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield progress
+
+
 def _release(args: argparse.Namespace) -> int:
     import opendp.prelude as dp
 
@@ -215,13 +230,7 @@ def _release(args: argparse.Namespace) -> int:
     fm = _feature_map(args, schema)
     t0 = time.perf_counter()
     print(f"releasing {args.map} sketch of {args.data} (columns {schema.columns}) ...", file=sys.stderr)
-    show = sys.stderr.isatty() if args.progress is None else args.progress
-    with tqdm(unit="rows", unit_scale=True, file=sys.stderr, disable=not show, desc="release pass") as bar:
-
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
-
+    with _progress_bar(args.progress, "release pass", unit="rows", unit_scale=True) as progress:
         try:
             sk = dps.release_sketch(
                 args.data,
@@ -289,15 +298,8 @@ def _query(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     est: Any = None
     if needs_m2m:
-        show = sys.stderr.isatty() if args.progress is None else args.progress
-        with tqdm(unit="round", file=sys.stderr, disable=not show, desc="decoder rounds") as bar:
-
-            def progress(done: int, total: int) -> None:
-                bar.total = total
-                bar.update(done - bar.n)
-
+        with _progress_bar(args.progress, "decoder rounds", unit="round") as progress:
             est = M2M(sk, n_samples=args.n_samples, progress=progress)
-    if needs_m2m:
         ratio = est.fit_ratio
         fit = f"; fit residual {ratio:.2f}× what the noise explains" if np.isfinite(ratio) else ""
         print(f"decoded in {time.perf_counter() - t0:.1f} s{fit}", file=sys.stderr)
