@@ -78,6 +78,11 @@ _MOMENTUM = 0.9
 #: the step size grows by this factor after a step accepted at the first try, and is kept after
 #: one that needed a retry (a restart or a halving): each retry costs a product with the design
 _STEP_GROWTH = 1.2
+#: a 1-way marginal of the fit is raked to its own released block when the fit misses that block
+#: by more than this many noise variances per cell beyond the block's best distribution
+_RAKE_EXCESS = 1.0
+#: sweeps of iterative proportional fitting over the raked 1-way marginals
+_RAKE_SWEEPS = 10
 
 
 _BLAS: Any = None
@@ -316,6 +321,94 @@ def _descend(
     return theta, loss, it
 
 
+def _simplex_projection(v: np.ndarray) -> np.ndarray:
+    """The closest point of the probability simplex to ``v`` (Euclidean): ``max(v − τ, 0)`` with
+    the one ``τ`` that makes it sum to 1.
+
+    >>> _simplex_projection(np.array([0.7, 0.5, -0.1])).round(3).tolist()
+    [0.6, 0.4, 0.0]
+    """
+    u = np.sort(v)[::-1]
+    excess = np.cumsum(u) - 1.0
+    k = np.flatnonzero(u * np.arange(1, u.size + 1) > excess)[-1] + 1  # k = 1 always qualifies
+    return np.maximum(v - excess[k - 1] / k, 0.0)
+
+
+def _one_way_blocks(fm: FeatureMap) -> list[tuple[int, int, int, float]]:
+    """``(column of cell_index, offset, cells, block weight)`` of every 1-way marginal of a map of
+    marginals (or a composite of them) that also measures multi-column marginals; else ``[]``."""
+    if isinstance(fm, Marginals):
+        parts: list[tuple[Marginals, int, float]] = [(fm, 0, 1.0)]
+    elif isinstance(fm, Composite) and all(isinstance(m, Marginals) for m in fm.maps):
+        parts = [(m, b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]  # type: ignore[misc]
+    else:
+        return []
+    ones, joint, position = [], False, 0
+    for m, offset, weight in parts:
+        for b in m.blocks:
+            if len(b.subset) == 1:
+                ones.append((position, offset + b.offset, b.size, weight))
+            else:
+                joint = True
+            position += 1
+    return ones if joint else []
+
+
+def _rake_one_way(
+    fm: FeatureMap, X: np.ndarray, w: np.ndarray, target: np.ndarray, var: np.ndarray
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Weights raked to the released 1-way marginals the joint fit misses; the raked columns.
+
+    With multi-column marginals, most cells of a skewed table's pair tables are empty, and the
+    noise there is half positive, half negative. Weights cannot go below 0, so the fit matches
+    the positive half and takes that mass from the populated cells: a 1-way marginal read off the
+    joint fit is biased, by up to 5 % of the rows (countymurders at ε = 3, 28 pairs of 16 × 16).
+    A column's own 1-way block measures its marginal without that bias. So a column whose fitted
+    marginal ``m`` misses its block ``y`` (``target / a``, noise variance ``v`` per cell) by
+    more than its best distribution ``t`` does (``t``: ``y`` projected on the simplex) by
+    ``_RAKE_EXCESS`` noise variances per cell, ``‖m − y‖² − ‖t − y‖² > v · cells``, is raked:
+    iterative proportional fitting scales the weights of each raked column's cells to ``t``,
+    which keeps the joint fit's dependence between columns (its odds ratios) and sets the
+    column's marginal to ``t``. Where the fit already agrees with the 1-way cells, nothing
+    changes: at ε = 0.1 on CPSSW8 the joint fit's marginals were better than ``t``.
+
+    Post-processing: it reads the released targets, their recorded noise variances and public
+    cells only, and never raises.
+    """
+    blocks = _one_way_blocks(fm)
+    if not blocks or X.shape[0] == 0:
+        return w, ()
+    idx, _ = cell_index(fm, X)
+    chosen = []
+    for position, offset, size, weight in blocks:
+        cells = idx[:, position] - offset
+        y = target[offset : offset + size] / weight
+        t = _simplex_projection(y)
+        m = np.bincount(cells, weights=w, minlength=size)
+        v = float(np.max(var[offset : offset + size])) / weight**2
+        excess = float(np.sum((m - y) ** 2) - np.sum((t - y) ** 2))
+        if math.isfinite(excess) and excess > max(_RAKE_EXCESS * v * size, 1e-12):
+            chosen.append((position, cells, t))
+    if not chosen:
+        return w, ()
+    w = w.copy()
+    for _ in range(_RAKE_SWEEPS):
+        for _, cells, t in chosen:
+            m = np.bincount(cells, weights=w, minlength=t.size)
+            w *= np.divide(t, m, out=np.zeros_like(t), where=m > 0)[cells]
+            total = w.sum()
+            if not total > 0:
+                return np.full(w.size, 1.0 / w.size), ()
+            w /= total
+    return w, tuple(_block_columns(fm)[p] for p, _, _ in chosen)
+
+
+def _block_columns(fm: FeatureMap) -> list[int]:
+    """The first input column of every block of a map of marginals, in ``cell_index`` order."""
+    maps = fm.maps if isinstance(fm, Composite) else [fm]
+    return [b.subset[0] for m in maps for b in m.blocks]  # type: ignore[attr-defined]
+
+
 def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:
     """Public cell edges per input column of ``fm`` (``None``: the map is smooth in that column).
 
@@ -386,11 +479,14 @@ class SyntheticDecoder:
     :param prior: ``prior(n, rng) -> (n, d)``: public starting points instead of the uniform box
     :param progress: ``progress(rounds_done, rounds)`` after each round (e.g. a progress bar's
         update; the CLI shows one on a terminal); reports ``(rounds, rounds)`` when the fit stops
+    :param rake: for marginals with multi-column blocks, rake the fitted weights to a column's
+        released 1-way marginal where the joint fit misses it beyond its noise (see
+        :func:`_rake_one_way`); ``False`` keeps the joint fit as it is
 
     Fitted attributes: ``samples_`` ``(N, d)``, ``weights_`` (non-negative, sum 1), ``n_hat_``
     (count estimate, ``0`` when degenerate), ``residual_`` (``‖Pᵀw − ẑ‖``), ``noise_norm_``
     (``√Σσ_k² / n̂``, the residual that noise alone explains), ``history_`` (misfit per round),
-    ``degenerate_`` and ``reason_``.
+    ``raked_`` (the columns whose 1-way marginal was raked), ``degenerate_`` and ``reason_``.
 
     :example:
 
@@ -408,6 +504,7 @@ class SyntheticDecoder:
 
     degenerate_: bool
     reason_: str | None
+    raked_: tuple[int, ...]
 
     def __init__(
         self,
@@ -423,6 +520,7 @@ class SyntheticDecoder:
         discrete: Mapping[int, Any] | None = None,
         prior: Prior | None = None,
         progress: Callable[[int, int], None] | None = None,
+        rake: bool = True,
     ) -> None:
         self.n_points = n_points
         self.seed = seed
@@ -435,6 +533,7 @@ class SyntheticDecoder:
         self.discrete = discrete
         self.prior = prior
         self.progress = progress
+        self.rake = rake
 
     # -- checks (public parameters only: they may raise) -----------------------------------------
     def _check(self, sketch: Sketch) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
@@ -447,6 +546,8 @@ class SyntheticDecoder:
         _check_fraction(self.tol, "tol", 0.0, 1.0)
         _check_fraction(self.move, "move", 0.0, 1.0)
         _check_fraction(self.bandwidth, "bandwidth", 0.0, 1.0)
+        if not isinstance(self.rake, bool):
+            raise ValueError(f"rake ({self.rake!r}) must be True or False")
         if self.progress is not None and not callable(self.progress):
             raise ValueError(
                 f"progress ({self.progress!r}) must be a callable progress(rounds_done, rounds) or None"
@@ -529,6 +630,7 @@ class SyntheticDecoder:
             if self.progress is not None:
                 self.progress(self.rounds, self.rounds)
             self.degenerate_ = True
+            self.raked_ = ()
             self.reason_ = f"the sketch's count estimate ({n_hat:g}) is not positive: no distribution to fit"
             return
         target = S / n_hat
@@ -558,6 +660,9 @@ class SyntheticDecoder:
                 break
         assert best is not None
         _, X, w = best
+        self.raked_ = ()
+        if self.rake:
+            w, self.raked_ = _rake_one_way(fm, X, w, target, var / n_hat**2)
         residual = float(np.linalg.norm(_Design(fm, X).mix(w) - target)) if X.shape[0] else float("nan")
         noise = float(np.sqrt(np.sum(np.where(np.isfinite(var), var, 0.0)))) / n_hat
         self._finish(X, w, n_hat, residual, noise)

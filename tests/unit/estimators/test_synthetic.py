@@ -345,3 +345,85 @@ def test_progress_reports_each_round_then_every_round_done(released):
     assert est.degenerate and ends == [(5, 5)]
     with pytest.raises(ValueError, match="progress"):
         SyntheticDecoder(progress="bar").fit(released)
+
+
+# -- raking the 1-way marginals -------------------------------------------------------------------
+PAIR_MAP = dps.Marginals(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[4], [4], [4, 4]], dim=2)
+SKEWED = np.array([0.85, 0.05, 0.05, 0.05])
+
+
+def _pair_sketch(excess_on_small_cells: int) -> dps.Sketch:
+    """Exact 1-way blocks of two skewed independent columns; the pair table gets
+    ``excess_on_small_cells`` extra rows in each of its 9 small cells (2.5 rows each), as
+    positive noise on near-empty cells does; recorded noise std 10, exact count."""
+    n = 1000
+    pair = np.outer(SKEWED, SKEWED) * n
+    pair[1:, 1:] += excess_on_small_cells
+    sums = np.concatenate([SKEWED * n, SKEWED * n, pair.ravel()])
+    noise = {"sum_variance": 100.0, "count_variance": 0.0}
+    return dps.Sketch(PAIR_MAP, np.rint(sums).astype(np.int64), n, noise=noise, bounds=([0.0] * 2, [1.0] * 2))
+
+
+def _first_column_marginal(dec: SyntheticDecoder) -> np.ndarray:
+    cells = np.minimum((dec.samples_[:, 0] * 4).astype(int), 3)
+    return np.bincount(cells, weights=dec.weights_, minlength=4)
+
+
+def test_rake_sets_a_one_way_marginal_the_joint_fit_biases_to_its_own_block():
+    sk = _pair_sketch(80)
+    joint = SyntheticDecoder(n_points=2000, rake=False).fit(sk)
+    raked = SyntheticDecoder(n_points=2000).fit(sk)
+    # the joint fit moves mass into the pair's inflated small cells, out of the big cell
+    assert _first_column_marginal(joint)[0] < 0.83 and joint.raked_ == ()
+    assert raked.raked_ == (0, 1)
+    np.testing.assert_allclose(_first_column_marginal(raked), SKEWED, atol=1e-3)
+    # the dependence the pair table shows is kept: more mass in the small cells than independence
+    small = raked.weights_ @ ((raked.samples_[:, 0] >= 0.25) & (raked.samples_[:, 1] >= 0.25))
+    assert small > 0.15**2 + 0.02
+    assert (raked.weights_ >= 0).all() and raked.weights_.sum() == pytest.approx(1.0)
+
+
+def test_rake_leaves_a_fit_that_agrees_with_its_one_way_blocks():
+    sk = _pair_sketch(0)
+    joint = SyntheticDecoder(n_points=2000, rake=False).fit(sk)
+    raked = SyntheticDecoder(n_points=2000).fit(sk)
+    assert raked.raked_ == ()
+    np.testing.assert_array_equal(raked.weights_, joint.weights_)
+
+
+def test_rake_only_applies_to_marginals_with_joint_blocks(table):
+    fm = dps.Marginals(bounds=(0, 1), subsets=[0, 1, 2], bins=8, dim=3)
+    units = np.array(fm.fixed_sum(table), dtype=np.int64)
+    units[::5] += 400  # a misfit the 1-way fit cannot have beyond its own projection
+    sk = dps.Sketch(fm, units, table.shape[0], noise={"sum_variance": 1.0, "count_variance": 1.0}, bounds=BOX)
+    assert SyntheticDecoder(n_points=2000).fit(sk).raked_ == ()
+    with pytest.raises(ValueError, match="rake"):
+        SyntheticDecoder(rake=1).fit(sk)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_simplex_projection_is_the_closest_distribution(seed):
+    from opendp_sketch.estimators.synthetic import _simplex_projection
+
+    v = np.random.default_rng(seed).normal(0.1, 0.5, 12)
+    t = _simplex_projection(v)
+    assert (t >= 0).all() and t.sum() == pytest.approx(1.0)
+    # optimality (KKT): v − t is one constant τ on the support and at most τ off it
+    gap = v - t
+    tau = gap[t > 0]
+    assert np.ptp(tau) < 1e-12 and (gap[t == 0] <= tau[0] + 1e-12).all()
+
+
+@pytest.mark.parametrize("variance", [0.0, np.inf, 1e30])
+def test_rake_never_raises_on_absurd_joint_sketches(variance):
+    units = np.array([10**15, -(10**15), 0, 7] * 6, dtype=np.int64)
+    sk = dps.Sketch(
+        PAIR_MAP,
+        units,
+        50,
+        noise={"sum_variance": variance, "count_variance": 1.0},
+        bounds=([0.0] * 2, [1.0] * 2),
+    )
+    dec = SyntheticDecoder(n_points=500).fit(sk)
+    assert np.isfinite(dec.weights_).all() and (dec.weights_ >= 0).all()
+    assert dec.weights_.sum() == pytest.approx(1.0)
