@@ -27,6 +27,12 @@ one), so a cell whose weight fell to 0 in one round can still take mass in the n
 Rounds stop when the misfit no longer improves by ``tol`` (relative), after ``rounds`` at most;
 the best round is kept.
 
+**Raking.** For marginals with multi-column blocks, a column whose fitted 1-way marginal misses
+its own released 1-way block by more than one noise variance per cell beyond the block's best
+distribution is raked to that distribution (iterative proportional fitting): non-negative
+weights fitted to the noise on a pair table's empty cells otherwise take mass from its populated
+cells (:func:`_rake_one_way`).
+
 **Count.** When every point has the same feature total ``1ᵀΦ(x) = s`` (one-hot maps: histograms,
 marginals, trees, RACE), ``1ᵀS / s`` is a second estimate of ``n`` with variance ``Σσ_k²/s²``; it is
 combined with the released count by inverse-variance weighting.
