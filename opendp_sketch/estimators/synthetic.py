@@ -94,6 +94,9 @@ _STEP_GROWTH = 1.2
 _RAKE_EXCESS = 1.0
 #: sweeps of iterative proportional fitting over the raked 1-way marginals
 _RAKE_SWEEPS = 10
+#: a cell narrower than this share of its column's median cell width holds a point mass: the
+#: within-cell placement gives it no slope and does not read its density as a neighbour's
+_THIN_CELL = 0.01
 
 
 _BLAS: Any = None
@@ -765,7 +768,12 @@ class SyntheticDecoder:
             width = np.diff(e)
             dens = np.bincount(c, weights=w, minlength=k) / width
             centre = 0.5 * (e[:-1] + e[1:])
-            slope = np.gradient(dens, centre)  # central inside, one-sided at the ends
+            # a thin cell (e.g. one cut at a bound for the rows clipped onto it) holds a point
+            # mass, not a density: it neither gets a slope nor lends one to its neighbours
+            wide = width >= _THIN_CELL * np.median(width)
+            slope = np.zeros(k)
+            if np.count_nonzero(wide) >= 2:  # central inside, one-sided at the ends
+                slope[wide] = np.gradient(dens[wide], centre[wide])
             # β = s·width/d ∈ [−2, 2]: the density at the cell's edges is d(1 ± β/2) ≥ 0
             beta = np.clip(np.divide(slope * width, dens, out=np.zeros(k), where=dens > 0), -2.0, 2.0)
             b = beta[c]

@@ -471,3 +471,17 @@ def test_linear_placement_leaves_a_flat_column_flat():
     assert abs(dec.weights_ @ z - x.mean()) < 0.005
     with pytest.raises(ValueError, match="within_cells"):
         SyntheticDecoder(within_cells="cubic").fit(_skewed_sketch(x))
+
+
+def test_linear_placement_does_not_read_a_thin_bound_cell_as_a_density():
+    rng = np.random.default_rng(6)
+    x = np.concatenate([np.zeros(8000), rng.uniform(0, 1, 12_000)])  # 40 % on the lower bound
+    fm = dps.Marginals(bounds=(0, 1), subsets=[0], bins=[[[1e-6, *np.linspace(0, 1, 9)[1:-1]]]], dim=1)
+    units = np.array(fm.fixed_sum(x[:, None]), dtype=np.int64)
+    sk = dps.Sketch(fm, units, x.size, bounds=([0.0], [1.0]))
+    dec = SyntheticDecoder(n_points=4000).fit(sk)
+    z, w = dec.samples_[:, 0], dec.weights_
+    assert abs(w @ (z <= 1e-6) - 0.4) < 1e-3
+    # the flat part stays flat: its first regular cell is not tilted toward the point mass
+    first = (z > 1e-6) & (z < 0.125)
+    assert abs((w[first] @ z[first]) / w[first].sum() - 0.0625) < 0.004
