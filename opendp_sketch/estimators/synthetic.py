@@ -775,7 +775,8 @@ class SyntheticDecoder:
             if np.count_nonzero(wide) >= 2:  # central inside, one-sided at the ends
                 slope[wide] = np.gradient(dens[wide], centre[wide])
             # β = s·width/d ∈ [−2, 2]: the density at the cell's edges is d(1 ± β/2) ≥ 0
-            beta = np.clip(np.divide(slope * width, dens, out=np.zeros(k), where=dens > 0), -2.0, 2.0)
+            beta = np.divide(slope * width, dens, out=np.zeros(k), where=dens > 0)
+            beta = np.clip(np.where(np.isfinite(beta), beta, 0.0), -2.0, 2.0)
             b = beta[c]
             v = rng.uniform(size=c.size)
             # inverse of F(u) = u + β(u² − u)/2 on [0, 1]
