@@ -237,7 +237,9 @@ def test_release_answers_in_user_units_and_labels(people):
     assert all(abs(shares[k] - truth[k]) < 0.01 for k in truth)
     by = {k: v for k, v, _ in est.group_mean("cut", "income").iter_rows()}
     true_by = dict(people.group_by("cut").agg(pl.col("income").mean()).iter_rows())
-    assert all(abs(by[k] - true_by[k]) / true_by[k] < 0.05 for k in true_by)
+    # the worst group's relative error over 130 releases: mean 0.030, largest 0.053 (the release
+    # noise is not seeded); the groups' true means differ by 55 %
+    assert all(abs(by[k] - true_by[k]) / true_by[k] < 0.08 for k in true_by)
     count = est.count((pl.col("cut") == "Ideal") & (pl.col("age") > 40))
     true_count = people.filter((pl.col("cut") == "Ideal") & (pl.col("age") > 40)).height
     assert abs(count - true_count) / people.height < 0.01
