@@ -335,6 +335,11 @@ def _descend(
     return theta, loss, it
 
 
+def _cell_of(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Index of the cell ``[edges[c], edges[c + 1])`` holding each value (the last cell closed)."""
+    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
+
+
 def _simplex_projection(v: np.ndarray) -> np.ndarray:
     """The closest point of the probability simplex to ``v`` (Euclidean): ``max(v − τ, 0)`` with
     the one ``τ`` that makes it sum to 1.
@@ -348,9 +353,10 @@ def _simplex_projection(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - excess[k - 1] / k, 0.0)
 
 
-def _one_way_blocks(fm: FeatureMap) -> list[tuple[int, int, int, float]]:
-    """``(column of cell_index, offset, cells, block weight)`` of every 1-way marginal of a map of
-    marginals (or a composite of them) that also measures multi-column marginals; else ``[]``."""
+def _one_way_blocks(fm: FeatureMap) -> list[tuple[int, int, int, int, float]]:
+    """``(column of cell_index, input column, offset, cells, block weight)`` of every 1-way
+    marginal of a map of marginals (or a composite of them) that also measures multi-column
+    marginals; else ``[]``."""
     if isinstance(fm, Marginals):
         parts: list[tuple[Marginals, int, float]] = [(fm, 0, 1.0)]
     elif isinstance(fm, Composite) and all(isinstance(m, Marginals) for m in fm.maps):
@@ -361,7 +367,7 @@ def _one_way_blocks(fm: FeatureMap) -> list[tuple[int, int, int, float]]:
     for m, offset, weight in parts:
         for b in m.blocks:
             if len(b.subset) == 1:
-                ones.append((position, offset + b.offset, b.size, weight))
+                ones.append((position, b.subset[0], offset + b.offset, b.size, weight))
             else:
                 joint = True
             position += 1
@@ -394,7 +400,7 @@ def _rake_one_way(
         return w, ()
     idx, _ = cell_index(fm, X)
     chosen = []
-    for position, offset, size, weight in blocks:
+    for position, column, offset, size, weight in blocks:
         cells = idx[:, position] - offset
         y = target[offset : offset + size] / weight
         t = _simplex_projection(y)
@@ -402,7 +408,7 @@ def _rake_one_way(
         v = float(np.max(var[offset : offset + size])) / weight**2
         excess = float(np.sum((m - y) ** 2) - np.sum((t - y) ** 2))
         if math.isfinite(excess) and excess > max(_RAKE_EXCESS * v * size, 1e-12):
-            chosen.append((position, cells, t))
+            chosen.append((column, cells, t))
     if not chosen:
         return w, ()
     w = w.copy()
@@ -414,13 +420,7 @@ def _rake_one_way(
             if not total > 0:
                 return np.full(w.size, 1.0 / w.size), ()
             w /= total
-    return w, tuple(_block_columns(fm)[p] for p, _, _ in chosen)
-
-
-def _block_columns(fm: FeatureMap) -> list[int]:
-    """The first input column of every block of a map of marginals, in ``cell_index`` order."""
-    maps = fm.maps if isinstance(fm, Composite) else [fm]
-    return [b.subset[0] for m in maps for b in m.blocks]  # type: ignore[attr-defined]
+    return w, tuple(column for column, _, _ in chosen)
 
 
 def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:
@@ -660,7 +660,7 @@ class SyntheticDecoder:
         wt = np.where(var > 0, n_hat**2 / np.where(var > 0, var, 1.0), 0.0)
         if not (var > 0).any():
             wt = np.ones_like(S)
-        best: tuple[float, np.ndarray, np.ndarray] | None = None
+        best: tuple[float, np.ndarray, np.ndarray, _Design] | None = None
         w = uniform
         for r in range(self.rounds):
             if r > 0:
@@ -674,18 +674,18 @@ class SyntheticDecoder:
             self.history_.append(loss)
             improved = best is None or loss < best[0] * (1 - self.tol)
             if best is None or loss < best[0]:
-                best = (loss, X, w)
+                best = (loss, X, w, design)
             stop = not improved and r > 1
             if self.progress is not None:  # the last call always reports every round done
                 self.progress(self.rounds if stop else r + 1, self.rounds)
             if stop:
                 break
         assert best is not None
-        _, X, w = best
+        _, X, w, design = best
         self.raked_ = ()
         if self.rake:
             w, self.raked_ = _rake_one_way(fm, X, w, target, var / n_hat**2)
-        residual = float(np.linalg.norm(_Design(fm, X).mix(w) - target)) if X.shape[0] else float("nan")
+        residual = float(np.linalg.norm(design.mix(w) - target)) if X.shape[0] else float("nan")
         noise = float(np.sqrt(np.sum(np.where(np.isfinite(var), var, 0.0)))) / n_hat
         if self.within_cells == "linear":
             X = self._place_in_cells(X, w, rng)
@@ -739,7 +739,7 @@ class SyntheticDecoder:
             return vals
         e = self.edges_[j]
         if e is not None:
-            c = np.clip(np.searchsorted(e, vals, side="right") - 1, 0, e.size - 2)
+            c = _cell_of(e, vals)
             return rng.uniform(e[c], e[c + 1])
         h = self.bandwidth * (hi - lo) * 0.7**r
         v = vals + rng.normal(0.0, h, size=vals.size)
@@ -764,7 +764,7 @@ class SyntheticDecoder:
             if e is None or j in self.discrete_ or e.size < 3:
                 continue
             k = e.size - 1
-            c = np.clip(np.searchsorted(e, X[:, j], side="right") - 1, 0, k - 1)
+            c = _cell_of(e, X[:, j])
             width = np.diff(e)
             dens = np.bincount(c, weights=w, minlength=k) / width
             centre = 0.5 * (e[:-1] + e[1:])
