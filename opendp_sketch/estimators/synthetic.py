@@ -17,8 +17,10 @@ the multiplicative update keeps ``w`` positive and, started from uniform, favour
 (high-entropy) solutions among the many that fit equally well.
 
 **Moving the points.** Round 0 fits weights on points drawn uniformly from the box (or from a
-user prior). The next points are drawn column by column from the fitted 1-way marginals (the
-released marginals for histogram-like maps). Each later round resamples ``N`` points ``∝ w``
+user prior). The next points are drawn column by column from the fitted 1-way marginals. When
+the map is one of marginals with a 1-way block for every column and no prior is given, round 0 is
+skipped: round 1 draws each column from its released 1-way block projected on the probability
+simplex. Each later round resamples ``N`` points ``∝ w``
 (systematic resampling) and perturbs them: coordinates of columns with public cells (histogram
 bins) are redrawn uniformly inside their cell, and a share of points moves one column to a cell
 drawn from its fitted marginal; other columns get Gaussian jitter with a shrinking bandwidth.
@@ -353,25 +355,25 @@ def _simplex_projection(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - excess[k - 1] / k, 0.0)
 
 
-def _one_way_blocks(fm: FeatureMap) -> list[tuple[int, int, int, int, float]]:
+def _one_way_blocks(fm: FeatureMap, joint: bool = True) -> list[tuple[int, int, int, int, float]]:
     """``(column of cell_index, input column, offset, cells, block weight)`` of every 1-way
     marginal of a map of marginals (or a composite of them) that also measures multi-column
-    marginals; else ``[]``."""
+    marginals (any map of marginals with ``joint=False``); else ``[]``."""
     if isinstance(fm, Marginals):
         parts: list[tuple[Marginals, int, float]] = [(fm, 0, 1.0)]
     elif isinstance(fm, Composite) and all(isinstance(m, Marginals) for m in fm.maps):
         parts = [(m, b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]  # type: ignore[misc]
     else:
         return []
-    ones, joint, position = [], False, 0
+    ones, has_joint, position = [], False, 0
     for m, offset, weight in parts:
         for b in m.blocks:
             if len(b.subset) == 1:
                 ones.append((position, b.subset[0], offset + b.offset, b.size, weight))
             else:
-                joint = True
+                has_joint = True
             position += 1
-    return ones if joint else []
+    return ones if has_joint or not joint else []
 
 
 def _rake_one_way(
@@ -662,9 +664,12 @@ class SyntheticDecoder:
             wt = np.ones_like(S)
         best: tuple[float, np.ndarray, np.ndarray, _Design] | None = None
         w = uniform
-        for r in range(self.rounds):
+        # with a released 1-way marginal for every column, round 1 draws from those directly:
+        # the fit of round 0 (on points spread over the box) only served to estimate them
+        start = self._released_one_way(fm, X, target, rng) if self.rounds > 1 else None
+        for r in range(0 if start is None else 1, self.rounds):
             if r > 0:
-                X = self._propose(X, w, r, rng)
+                X = self._propose(X, start if r == 1 and start is not None else w, r, rng)
                 design = _Design(fm, X)
             theta, loss, its = _fit_weights(
                 design, target, wt, np.zeros(X.shape[0]), self._steps(design), self.tol * 1e-2
@@ -692,6 +697,40 @@ class SyntheticDecoder:
         self._finish(X, w, n_hat, residual, noise)
         self.degenerate_ = False
         self.reason_ = None
+
+    def _released_one_way(
+        self, fm: FeatureMap, X: np.ndarray, target: np.ndarray, rng: np.random.Generator
+    ) -> list[np.ndarray] | None:
+        """Per column, weights on the starting points whose marginal is that column's released
+        1-way block projected on the simplex; ``None`` (round 0 is fitted) when the map is not
+        one of marginals with a 1-way block for every column, or a prior gives the start.
+
+        Each point of a cell gets ``t_c / (points in c)``; two points are first put in every
+        public cell (:meth:`_keep_every_cell`), so every cell the block gives mass is reachable.
+        The projection reads released sums only (post-processing) and never raises.
+        """
+        if self.prior is not None or X.shape[0] == 0:
+            return None
+        blocks: dict[int, tuple[int, int, int, float]] = {}
+        for position, column, offset, size, weight in _one_way_blocks(fm, joint=False):
+            if column not in blocks or size > blocks[column][2]:
+                blocks[column] = (position, offset, size, weight)
+        if len(blocks) != X.shape[1]:
+            return None
+        self._keep_every_cell(X, rng)
+        full, _ = cell_index(fm, X)
+        out = []
+        for j in range(X.shape[1]):
+            position, offset, size, weight = blocks[j]
+            cells = full[:, position] - offset
+            t = _simplex_projection(np.nan_to_num(target[offset : offset + size] / weight))
+            count = np.bincount(cells, minlength=size).astype(np.float64)
+            v = np.divide(t, count, out=np.zeros(size), where=count > 0)[cells]
+            total = v.sum()
+            if not (total > 0 and math.isfinite(total)):
+                return None
+            out.append(v / total)
+        return out
 
     def _steps(self, design: _Design) -> int:
         """Mirror-descent steps of a round: ``iterations``, or more when a step is cheap (each
@@ -726,10 +765,11 @@ class SyntheticDecoder:
 
     # -- moving the points ---------------------------------------------------------------------
     def _marginal_draw(
-        self, X: np.ndarray, w: np.ndarray, j: int, size: int, rng: np.random.Generator
+        self, X: np.ndarray, w: np.ndarray | list[np.ndarray], j: int, size: int, rng: np.random.Generator
     ) -> np.ndarray:
-        """Values of column ``j`` drawn from its weighted marginal, then spread within cells."""
-        vals = X[rng.choice(X.shape[0], size=size, p=w), j]
+        """Values of column ``j`` drawn from its weighted marginal (``w[j]`` for weights per
+        column), then spread within cells."""
+        vals = X[rng.choice(X.shape[0], size=size, p=w[j] if isinstance(w, list) else w), j]
         return self._spread(vals, j, rng, 0)
 
     def _spread(self, vals: np.ndarray, j: int, rng: np.random.Generator, r: int) -> np.ndarray:
@@ -809,9 +849,11 @@ class SyntheticDecoder:
             X[start:stop, j] = rng.uniform(e[cells], e[cells + 1])
             start = stop
 
-    def _propose(self, X: np.ndarray, w: np.ndarray, r: int, rng: np.random.Generator) -> np.ndarray:
+    def _propose(
+        self, X: np.ndarray, w: np.ndarray | list[np.ndarray], r: int, rng: np.random.Generator
+    ) -> np.ndarray:
         n, d = X.shape
-        if r == 1:  # start from the fitted 1-way marginals: columns drawn independently
+        if r == 1:  # start from the fitted (or released) 1-way marginals: columns drawn independently
             new = np.column_stack([self._marginal_draw(X, w, j, n, rng) for j in range(d)])
             for j, values in self.discrete_.items():
                 new[: values.size, j] = values[: min(values.size, n)]
