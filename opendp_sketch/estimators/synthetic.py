@@ -864,9 +864,6 @@ class SyntheticDecoder:
         new = X[idx]
         for j in range(d):
             new[:, j] = self._spread(new[:, j], j, rng, r)
-        for j, values in self.discrete_.items():  # every public value stays present (maybe at weight 0)
-            new[: values.size, j] = values[: min(values.size, n)]
-        self._keep_every_cell(new, rng)
         movers = np.flatnonzero(rng.uniform(size=n) < self.move)
         if movers.size and d > 1:
             cols = rng.integers(0, d, size=movers.size)
@@ -874,4 +871,9 @@ class SyntheticDecoder:
                 sel = movers[cols == j]
                 if sel.size:
                     new[sel, j] = self._marginal_draw(X, w, j, sel.size, rng)
+        # last, so no mover takes them: every public value stays present (maybe at weight 0; a
+        # value whose released cell was projected to 0 has no other point) and every cell kept
+        for j, values in self.discrete_.items():
+            new[: values.size, j] = values[: min(values.size, n)]
+        self._keep_every_cell(new, rng)
         return new
