@@ -337,6 +337,44 @@ def _descend(
     return theta, loss, it
 
 
+#: end cells whose density rises toward the box's bound are filled with an exponential profile
+#: (:meth:`SyntheticDecoder._place_in_cells`), unless the neighbour is a hole: its density below
+#: this share of the next cell's
+_PILE_AT_BOUNDS = True
+_PILE_HOLE = 0.5
+
+
+def _pile_rate(d_end: float, d_inner: float, d_next: float) -> float:
+    """``a`` of a density ``∝ exp(−a·s)`` (``s``: distance from the bound, as a share of the
+    end cell) whose mean over the cell is ``d_end`` and whose value at the inner edge is the
+    density the neighbours extrapolate there, ``e = d_inner·λ/(1 − e^{−λ})`` with
+    ``λ = ln(d_inner/d_next)`` (exact for a density decaying exponentially across the cells):
+    ``(eᵃ − 1)/a = d_end/e``. So an exponential tail is placed as one (``a = λ``), and a pile on
+    flat neighbours gets a steep ``a``. 0 when the density does not rise toward the bound beyond
+    that trend or the neighbour is a hole (``d_inner < _PILE_HOLE · d_next``); at most 50.
+
+    >>> round(_pile_rate(6.0, 1.0, 1.0), 2), _pile_rate(6.0, 0.0, 1.0), _pile_rate(1.0, 2.0, 2.0)
+    (2.91, 0.0, 0.0)
+    >>> round(_pile_rate(np.e**2, np.e, 1.0), 6)  # cells e², e, 1: an exponential tail, a = 1
+    1.0
+    """
+    if not (d_end > d_inner >= _PILE_HOLE * d_next) or not math.isfinite(d_end):
+        return 0.0
+    # the density at the inner edge, if the decay from d_next to d_inner goes on as exp(−λ·cells)
+    lam = math.log(d_inner / d_next) if d_inner > 0 and d_next > 0 else 0.0
+    edge = d_inner * (lam / -math.expm1(-lam) if abs(lam) > 1e-12 else 1.0)
+    if not d_end > edge:
+        return 0.0
+    ratio = d_end / edge if edge > 0 else math.inf
+    lo, hi = 0.0, 50.0
+    if math.expm1(hi) / hi <= ratio:
+        return hi
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if math.expm1(mid) / mid < ratio else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
 def _cell_of(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Index of the cell ``[edges[c], edges[c + 1])`` holding each value (the last cell closed)."""
     return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
@@ -798,6 +836,16 @@ class SyntheticDecoder:
         cell. The linear term integrates to 0 over the cell, so its mass is kept. Uniform
         placement puts a cell's mean at its centre; on a skewed column (most rows near a bound,
         a long tail) the true within-cell mean sits towards the denser neighbour.
+
+        **Piles at the bounds.** Values clipped to a bound, or the zeros of a count, pile up in
+        the end cell, which then holds far more mass than its neighbour (movies' votes clipped
+        at 5 000: 2.9 % of the rows in the last of 16 cells, 0.16 % in the one before). A line
+        cannot put that mass at the bound. So where an end cell's density ``d`` exceeds what the
+        trend of the next two cells (``d₁``, ``d₂``) gives at the shared edge, and the neighbour
+        is no hole (``d₁ ≥ ½ d₂``; a column of gridded values leaves cells empty), the end cell's
+        density is ``∝ exp(−a·s)`` (``s``: distance from the bound, as a share of the cell), with
+        ``a`` set so the density at the inner edge is the trend's (:func:`_pile_rate`): an
+        exponential tail is placed as one, a pile on flat neighbours gets a steep ``a``.
         """
         X = X.copy()
         for j, e in enumerate(self.edges_):
@@ -824,6 +872,15 @@ class SyntheticDecoder:
             flat = np.abs(b) < 1e-9
             root = np.sqrt(np.maximum(half * half + 2.0 * b * v, 0.0))
             u = np.where(flat, v, (root - half) / np.where(flat, 1.0, b))
+            if _PILE_AT_BOUNDS:
+                for end, inner, nxt in ((0, 1, 2), (k - 1, k - 2, k - 3)):
+                    ok = k >= 3 and wide[end] and wide[inner] and wide[nxt]
+                    rate = _pile_rate(dens[end], dens[inner], dens[nxt]) if ok else 0.0
+                    if rate > 0:
+                        at = c == end
+                        # distance from the bound, as a share of the cell: density ∝ exp(−rate·s)
+                        s_ = -np.log1p(-v[at] * -np.expm1(-rate)) / rate
+                        u[at] = s_ if end == 0 else 1.0 - s_
             X[:, j] = e[c] + np.clip(u, 0.0, 1.0) * width[c]
         return X
 
