@@ -682,8 +682,10 @@ class SyntheticDecoder:
         S = sketch.sum
         var = np.broadcast_to(np.asarray(sketch.sum_variance, dtype=np.float64), S.shape)
         var = np.where(np.isfinite(var) & (var >= 0), var, np.inf)
-        design = _Design(fm, X)
-        n_hat = self._count(sketch, design, S, var)
+        # the count needs every point's feature total: one point's for one-hot maps, whose points
+        # all share it; their round-0 design is built only if round 0 is fitted (no released start)
+        design = None if is_cell_map(fm) else _Design(fm, X)
+        n_hat = self._count(sketch, _Design(fm, X[:1]) if design is None else design, S, var)
         self.history_: list[float] = []
         self.n_iter_ = 0
         uniform = np.full(X.shape[0], 1.0 / X.shape[0])
@@ -708,6 +710,7 @@ class SyntheticDecoder:
         for r in range(0 if start is None else 1, self.rounds):
             if r > 0:
                 X = self._propose(X, start if r == 1 and start is not None else w, r, rng)
+            if r > 0 or design is None:
                 design = _Design(fm, X)
             theta, loss, its = _fit_weights(
                 design, target, wt, np.zeros(X.shape[0]), self._steps(design), self.tol * 1e-2
@@ -912,22 +915,18 @@ class SyntheticDecoder:
         n, d = X.shape
         if r == 1:  # start from the fitted (or released) 1-way marginals: columns drawn independently
             new = np.column_stack([self._marginal_draw(X, w, j, n, rng) for j in range(d)])
-            for j, values in self.discrete_.items():
-                new[: values.size, j] = values[: min(values.size, n)]
-            self._keep_every_cell(new, rng)
-            return new
-        # systematic resampling ∝ w: each point is copied about n·w_i times
-        idx = np.minimum(np.searchsorted(np.cumsum(w), (rng.uniform() + np.arange(n)) / n), n - 1)
-        new = X[idx]
-        for j in range(d):
-            new[:, j] = self._spread(new[:, j], j, rng, r)
-        movers = np.flatnonzero(rng.uniform(size=n) < self.move)
-        if movers.size and d > 1:
-            cols = rng.integers(0, d, size=movers.size)
+        else:  # systematic resampling ∝ w: each point is copied about n·w_i times
+            idx = np.minimum(np.searchsorted(np.cumsum(w), (rng.uniform() + np.arange(n)) / n), n - 1)
+            new = X[idx]
             for j in range(d):
-                sel = movers[cols == j]
-                if sel.size:
-                    new[sel, j] = self._marginal_draw(X, w, j, sel.size, rng)
+                new[:, j] = self._spread(new[:, j], j, rng, r)
+            movers = np.flatnonzero(rng.uniform(size=n) < self.move)
+            if movers.size and d > 1:
+                cols = rng.integers(0, d, size=movers.size)
+                for j in range(d):
+                    sel = movers[cols == j]
+                    if sel.size:
+                        new[sel, j] = self._marginal_draw(X, w, j, sel.size, rng)
         # last, so no mover takes them: every public value stays present (maybe at weight 0; a
         # value whose released cell was projected to 0 has no other point) and every cell kept
         for j, values in self.discrete_.items():
