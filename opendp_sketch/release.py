@@ -588,9 +588,25 @@ def warn_if_noise_swamps(budget: Budget, d_in: int, feature_map: FeatureMap, row
         )
 
 
+def forget_input(out: Any) -> Any:
+    """``out`` without the record of the call OpenDP attaches to a measurement's output.
+
+    ``Measurement.__call__`` sets ``out.__opendp_dict__ = {..., "arg": data}`` on any output that
+    takes attributes (for ``dp.serialize``): a released object would then hold the sensitive
+    data. :class:`~opendp_sketch.Sketch` refuses the attribute; this drops it from anything else
+    (a post-processed estimator, a list of sketches is walked).
+    """
+    for item in out if isinstance(out, list) else [out]:
+        try:
+            del item.__opendp_dict__
+        except AttributeError:
+            pass
+    return out
+
+
 def release_once(meas: dp.Measurement, data: Any, budget: Budget, d_in: int) -> Any:
     """Run ``meas`` on ``data`` once and record, in each released sketch, what was spent."""
-    out = meas(data)
+    out = forget_input(meas(data))
     spent = {"measure": str(meas.output_measure), "d_in": d_in, **budget.record(meas.map(d_in))}
     for sk in out if isinstance(out, list) else [out]:
         sk.privacy = {**spent, **{k: v for k, v in sk.privacy.items() if k in ("joint_release", "share")}}

@@ -153,6 +153,14 @@ class Sketch:
     schema: dict[str, Any] | None = None
     """the public table schema (``Schema.to_dict()``) the columns were encoded by, if any"""
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # OpenDP's ``Measurement.__call__`` records its call on the output for ``dp.serialize``:
+        # ``output.__opendp_dict__ = {..., "arg": data}``. A released sketch must not carry (or keep
+        # alive) the sensitive table it was computed from, so that record is dropped here.
+        if name == "__opendp_dict__":
+            return
+        object.__setattr__(self, name, value)
+
     def __post_init__(self) -> None:
         if not isinstance(self.feature_map, FeatureMap):
             raise ValueError(f"feature_map ({self.feature_map!r}) must be a FeatureMap")
