@@ -68,6 +68,11 @@ def make_m2m(
         name it lacks) neither raise nor warn — the release is spent either way — but give a
         falsy :class:`FailedEstimate` holding the reason.
 
+    OpenDP records each call of a measurement on its output, input data included
+    (``__opendp_dict__``, for ``dp.serialize``). A released :class:`Sketch` or :class:`M2M`
+    refuses that record and numbers cannot hold it; a Polars frame (``"weighted_frame"``)
+    keeps it, so drop it before handing the frame on: ``del frame.__opendp_dict__``.
+
     :example:
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ._compat import ForgetsCallInput
 from .features.base import FeatureMap, feature_map_from_dict
 from .schema import Schema
 from .signing import SignatureError, check_key, sign, signature_matches
@@ -123,7 +124,7 @@ def _check_disjoint(a: Sketch, b: Sketch) -> None:
 
 
 @dataclass
-class Sketch:
+class Sketch(ForgetsCallInput):
     r"""A released differentially private sketch ``(Σ Φ(x_i) + ξ, n + ζ)``.
 
     :ivar feature_map: the public map ``Φ``
@@ -152,14 +153,6 @@ class Sketch:
     column_names: list[str] | None = None
     schema: dict[str, Any] | None = None
     """the public table schema (``Schema.to_dict()``) the columns were encoded by, if any"""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # OpenDP's ``Measurement.__call__`` records its call on the output for ``dp.serialize``:
-        # ``output.__opendp_dict__ = {..., "arg": data}``. A released sketch must not carry (or keep
-        # alive) the sensitive table it was computed from, so that record is dropped here.
-        if name == "__opendp_dict__":
-            return
-        object.__setattr__(self, name, value)
 
     def __post_init__(self) -> None:
         if not isinstance(self.feature_map, FeatureMap):

@@ -35,6 +35,7 @@ import polars as pl
 import scipy.linalg
 import scipy.sparse
 
+from .._compat import ForgetsCallInput
 from ..domains import box_data_bounds
 from ..features.base import FeatureMap, OneHotFeatureMap
 from ..features.byclass import ByClass
@@ -183,7 +184,7 @@ def check_options(n_samples: Any, seed: Any, lam: Any, method: Any = "synthetic"
         raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a finite number ≥ 0")
 
 
-class M2M:
+class M2M(ForgetsCallInput):
     r"""Weighted synthetic data from a sketch: every average of a function, at no privacy cost.
 
     Two decoders give the weighted points ``(samples, weights)`` every query averages over:

@@ -71,3 +71,14 @@ def test_forget_input_drops_the_record_from_any_output():
     forget_input(both)
     assert not hasattr(both[0], "__opendp_dict__")
     assert forget_input(np.ones(2)).shape == (2,)  # objects without the record pass through
+
+
+def test_an_estimator_chained_into_a_measurement_holds_no_data():
+    X = np.random.default_rng(1).uniform(0, 1, size=(400, 2))
+    fm = dps.Histogram(bounds=(0, 1), bins=4, dim=2)
+    meas = dps.make_private_sketch(
+        dps.box_domain((0, 1), 2), dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0
+    )
+    est = (meas >> dps.then_m2m(None, n_samples=500))(X)
+    assert isinstance(est, dps.M2M) and not hasattr(est, "__opendp_dict__")
+    _holds_no_data(est.sketch)
