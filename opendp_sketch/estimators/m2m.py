@@ -727,6 +727,11 @@ class M2M(ForgetsCallInput):
     def quantile(self, column: str | int, qs: Any, *, interval: float | None = None) -> Any:
         """Quantiles of a column from the monotone, normalised weighted CDF (post-processing).
 
+        A column whose values sit on a public lattice (a schema's integer column, categories,
+        ``discrete=``) gets the smallest lattice value whose CDF reaches ``q`` (numpy's
+        ``method="inverted_cdf"``): the median of ages in whole years is a whole year. Other
+        columns interpolate the CDF.
+
         ``interval=level`` returns an :class:`~opendp_sketch.Interval` per level: the CDF is
         bracketed at the column's public cell edges ``t₁ < … < t_k`` (``cdf(..., interval=)``,
         released cells only), simultaneously by a union bound (each edge at ``1 − α/(2k)`` on each
@@ -749,13 +754,23 @@ class M2M(ForgetsCallInput):
         q = np.atleast_1d(np.asarray(qs, dtype=np.float64))
         if not (np.isfinite(q).all() and (q >= 0).all() and (q <= 1).all()):
             raise ValueError("quantile levels must be in [0, 1]")
-        grid = np.linspace(self._lo_user[j], self._hi_user[j], 2049)
-        F = np.maximum.accumulate(np.clip(self.cdf(j, grid), 0.0, None))
-        if F[-1] <= 0:
-            raise ValueError("the estimated distribution has no positive mass; the sketch is too noisy")
-        F = F / F[-1]
-        Fu, idx = np.unique(F, return_index=True)
-        value = np.interp(q, Fu, grid[idx])
+        if j in self.discrete and self.method == "synthetic":
+            # values on a public lattice (integers, categories): the smallest value whose CDF
+            # reaches q (numpy's method="inverted_cdf"), so an integer column's median is an integer
+            xs, cw = self._sorted_column(j)
+            total = float(cw[-1])
+            if not total > 0:
+                raise ValueError("the estimated distribution has no positive mass; the sketch is too noisy")
+            reach = np.maximum(q * total * (1.0 - 1e-12), total * 1e-15)
+            value = xs[np.minimum(np.searchsorted(cw[1:], reach, side="left"), xs.size - 1)]
+        else:
+            grid = np.linspace(self._lo_user[j], self._hi_user[j], 2049)
+            F = np.maximum.accumulate(np.clip(self.cdf(j, grid), 0.0, None))
+            if F[-1] <= 0:
+                raise ValueError("the estimated distribution has no positive mass; the sketch is too noisy")
+            F = F / F[-1]
+            Fu, idx = np.unique(F, return_index=True)
+            value = np.interp(q, Fu, grid[idx])
         if interval is None:
             return value
         if isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1):

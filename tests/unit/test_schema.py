@@ -279,6 +279,27 @@ def test_small_integer_columns_get_one_bin_per_value_and_decode_on_their_integer
     assert all(abs(by[k] - true_by[k]) / true_by[k] < 0.02 for k in true_by)
 
 
+def test_quantiles_of_an_integer_column_are_its_integers():
+    """Ages in whole years decode on the integers, so their quantiles are whole years: the
+    smallest age whose CDF reaches q, as numpy's ``inverted_cdf`` gives on the data."""
+    schema = dps.Schema({"age": dps.Numeric(18, 90, integer=True), "x": (0, 1)})
+    rng = np.random.default_rng(3)
+    n = 40_000
+    age = np.clip(np.round(rng.normal(41, 12, n)), 18, 90).astype(int)
+    frame = pl.DataFrame({"age": age, "x": rng.uniform(0, 1, n)})
+    est = dps.M2M(dps.release_sketch(frame, schema=schema, epsilon=3.0))
+    qs = [0.0, 0.25, 0.5, 0.9, 1.0]
+    got = est.quantile("age", qs)
+    assert np.all(got == np.round(got)) and got[0] >= 18 and got[-1] <= 90
+    truth = np.quantile(age, qs[1:-1], method="inverted_cdf")
+    assert np.all(np.abs(got[1:-1] - truth) <= 1)  # interpolating the CDF gave 40.1 for a median of 41
+    assert np.all(np.diff(got) >= 0)
+    iv = est.quantile("age", 0.5, interval=0.95)
+    assert iv.low <= iv.value <= iv.high and iv.value == np.round(iv.value)
+    x = est.quantile("x", [0.5])  # a continuous column still interpolates
+    assert abs(x[0] - 0.5) < 0.03 and x[0] != np.round(x[0])
+
+
 def test_row_estimate_round_trips_and_is_checked(tmp_path):
     s = dps.Schema({"x": (0, 1), "c": ["a", "b"]}, rows=120_000)
     assert s.to_dict()["rows"] == 120_000 and "rows=120000" in repr(s)
