@@ -98,7 +98,7 @@ def plot(results: Path, out: Path) -> None:
                         xycoords=("data", "axes fraction"),
                         color=colour,
                         fontsize=7,
-                        ha="center",
+                        ha="left" if eps == min(RUNS) else "right" if eps == max(RUNS) else "center",
                         va="top",
                     )
             ax.set_xscale("log")
