@@ -111,7 +111,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--releases", type=int, default=2)
+    p.add_argument("--releases", type=int, default=5)
     p.add_argument("--epsilons", default="0.1,1,3")
     p.add_argument("--tables", default=",".join(real.TABLES))
     p.add_argument("--out", default=str(RESULTS / "bench_intervals"))
