@@ -277,40 +277,90 @@ def _parse_points(text: str) -> list[float]:
         raise ValueError(f"points ({text!r}) must be comma-separated numbers") from None
 
 
+def _load_sketch(path: str) -> Any:
+    from .sketch import Sketch, SketchFormatError
+
+    try:
+        return Sketch.load(path)
+    except SketchFormatError as e:
+        raise ValueError(
+            f"{path} is not a sketch file ({e}); create one with: opendp-sketch release DATA --schema ... --out FILE"
+        ) from None
+
+
+def _decode(sk: Any, path: str, n_samples: int | None, show_progress: bool | None) -> Any:
+    """M2M of ``sk``, saying on stderr what happens (stdout stays parseable) and warning on a bad fit."""
+    from .estimators.m2m import M2M
+
+    print(f"decoding {sk.sum.size:,} released values of {path} ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    with _progress_bar(show_progress, "decoder rounds", unit="round") as progress:
+        est = M2M(sk, n_samples=n_samples, progress=progress)
+    ratio = est.fit_ratio
+    fit = f"; fit residual {ratio:.2f}× what the noise explains" if np.isfinite(ratio) else ""
+    print(f"decoded in {time.perf_counter() - t0:.1f} s{fit}", file=sys.stderr)
+    if np.isfinite(ratio) and ratio > 2:
+        print(
+            "warning: the decoder could not reconcile the released blocks (fit residual above twice the "
+            "noise): answers deserve less trust than their intervals say",
+            file=sys.stderr,
+        )
+    if est.degenerate:
+        raise ValueError(f"this sketch cannot support estimates: {est.reason}")
+    return est
+
+
+def _plot(args: argparse.Namespace) -> int:
+    """One panel per column of the decoded distribution, with the released cells' intervals."""
+    if args.interval is not None and not 0 < args.interval < 1:
+        raise ValueError(f"--interval ({args.interval}) must be a level in (0, 1), e.g. 0.95")
+    if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ValueError(f"--out ({args.out}) must end in .png, .svg or .pdf")
+    sk = _load_sketch(args.sketch)
+    from .estimators.m2m import default_column_names
+
+    names = list(sk.column_names) if sk.column_names else default_column_names(sk.feature_map)
+    columns = args.columns or names
+    for c in columns:
+        if c not in names:
+            raise ValueError(f"column {c!r} is not in the sketch (columns: {names})")
+    est = _decode(sk, args.sketch, args.n_samples, args.progress)
+    try:
+        import matplotlib
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ValueError('plotting needs matplotlib: pip install "opendp-sketch[plot]"') from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = len(columns)
+    ncols = min(k, 3)
+    nrows = -(-k // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.4 * nrows), squeeze=False)
+    for ax, c in zip(axes.flat, columns):
+        est.plot(c, interval=args.interval, ax=ax)
+    for ax in list(axes.flat)[k:]:
+        ax.set_visible(False)
+    eps = sk.privacy.get("epsilon")
+    spent = f"ε = {eps:g}" if isinstance(eps, (int, float)) else str(sk.privacy.get("measure", ""))
+    fig.suptitle(f"{Path(args.sketch).name}: one release ({spent}); every panel is post-processing")
+    fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {args.out} ({k} column(s))")
+    return 0
+
+
 def _query(args: argparse.Namespace) -> int:
     import polars as pl
 
     from .estimators.compressive import CompressiveKMeans
     from .estimators.kde import KDE
-    from .estimators.m2m import M2M
-    from .sketch import Sketch, SketchFormatError
 
-    try:
-        sk = Sketch.load(args.sketch)
-    except SketchFormatError as e:
-        raise ValueError(
-            f"{args.sketch} is not a sketch file ({e}); create one with: opendp-sketch release DATA --schema ... --out FILE"
-        ) from None
+    sk = _load_sketch(args.sketch)
     rows: list[dict[str, object]] = []
     needs_m2m = args.mean or args.cdf or args.quantile or args.count or args.shares or args.group_mean
-    if needs_m2m:  # the decode takes seconds; say what is happening (stderr: stdout stays parseable)
-        print(f"decoding {sk.sum.size:,} released values of {args.sketch} ...", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    est: Any = None
-    if needs_m2m:
-        with _progress_bar(args.progress, "decoder rounds", unit="round") as progress:
-            est = M2M(sk, n_samples=args.n_samples, progress=progress)
-        ratio = est.fit_ratio
-        fit = f"; fit residual {ratio:.2f}× what the noise explains" if np.isfinite(ratio) else ""
-        print(f"decoded in {time.perf_counter() - t0:.1f} s{fit}", file=sys.stderr)
-        if np.isfinite(ratio) and ratio > 2:
-            print(
-                "warning: the decoder could not reconcile the released blocks (fit residual above twice the "
-                "noise): answers deserve less trust than their intervals say",
-                file=sys.stderr,
-            )
-    if est is not None and est.degenerate:
-        raise ValueError(f"this sketch cannot support estimates: {est.reason}")
+    est: Any = _decode(sk, args.sketch, args.n_samples, args.progress) if needs_m2m else None
     schema = None if sk.schema is None else est.schema if est is not None else None
     if schema is None and sk.schema is not None:
         from .schema import Schema
@@ -584,6 +634,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="progress bar of the decoder's rounds on stderr (default: when stderr is a terminal)",
     )
     p_q.set_defaults(func=_query)
+
+    p_plot = sub.add_parser(
+        "plot",
+        help="draw columns of a sketch's decoded distribution, with intervals, into an image",
+        formatter_class=fmt,
+    )
+    p_plot.add_argument("sketch", help="a file written by release or Sketch.save")
+    p_plot.add_argument("columns", nargs="*", help="columns to draw (default: every column)")
+    p_plot.add_argument(
+        "--out", type=Path, default=Path("sketch.png"), help="image file (.png, .svg or .pdf)"
+    )
+    p_plot.add_argument(
+        "--interval",
+        type=float,
+        default=0.95,
+        metavar="LEVEL",
+        help="level of the error bars from the released cells",
+    )
+    p_plot.add_argument("--n-samples", type=int, help="M2M points (default: 50 000 synthetic points)")
+    p_plot.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar of the decoder's rounds on stderr (default: when stderr is a terminal)",
+    )
+    p_plot.set_defaults(func=_plot)
 
     args = parser.parse_args(argv)
     if args.command == "demo" and (args.n <= 0 or args.epsilon <= 0):

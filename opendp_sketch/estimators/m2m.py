@@ -835,6 +835,38 @@ class M2M(ForgetsCallInput):
         idx = np.random.default_rng(seed).choice(p.size, size=int(n), p=p)
         return self._decode(self.samples[idx])
 
+    def plot(self, column: str | int, *, interval: float | None = 0.95, ax: Any = None) -> Any:
+        """Draw one column of the decoded distribution and return the matplotlib ``Axes``.
+
+        Bars give the share of rows in each public cell of a numeric column (in its units; a
+        log-scale column on a log axis) or in each label of a categorical or boolean column;
+        vertical lines give the ``interval`` from the released cells (hatched bars: no released
+        block holds the cell, so the bounds are what the cells allow). Maps without cells (RFF,
+        RACE) get 32 equal bins and no intervals. Post-processing: free. Needs matplotlib
+        (``pip install "opendp-sketch[plot]"``); the shares drawn are
+        :func:`~opendp_sketch.estimators.plot.column_shares`.
+
+        :param column: a column name or index
+        :param interval: the intervals' level, or ``None`` for bars alone
+        :param ax: the ``Axes`` to draw on (default: a new figure)
+
+        >>> import numpy as np, opendp_sketch as dps
+        >>> fm = dps.Histogram(bounds=(0, 1), bins=8, dim=1)
+        >>> X = np.random.default_rng(0).beta(2, 5, (4000, 1))
+        >>> sk = dps.Sketch(fm, np.asarray(fm.fixed_sum(X)), 4000, bounds=([0.0], [1.0]),
+        ...                 noise={"sum_variance": 25.0, "count_variance": 25.0})
+        >>> ax = dps.M2M(sk, n_samples=5000).plot("x0")
+        >>> len(ax.patches), ax.get_ylabel()
+        (8, 'share of rows')
+        """
+        from .plot import plot_column
+
+        if interval is not None and (
+            isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1)
+        ):
+            raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95, or None")
+        return plot_column(self, column, interval=interval, ax=ax)
+
     @property
     def fit_ratio(self) -> float:
         """How well the synthetic distribution explains the sketch: the residual ``‖Pᵀw − ẑ‖``

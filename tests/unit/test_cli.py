@@ -409,3 +409,41 @@ def test_query_shows_the_decoders_rounds_when_asked(capsys, tmp_path):
     assert main(["query", sketch, "--mean", "--format", "json", "--n-samples", "2000"]) == 0
     captured = capsys.readouterr()
     assert "decoder rounds" not in captured.err and json.loads(captured.out) == with_bar
+
+
+def test_plot_draws_every_column_and_refuses_before_decoding(table, capsys):
+    pytest.importorskip("matplotlib")
+    schema = table / "mixed.json"
+    frame = pl.DataFrame({"age": np.arange(3000) % 70 + 18, "city": ["a", "b", "c"] * 1000})
+    frame.write_csv(table / "mixed.csv")
+    dps.Schema({"age": dps.Numeric(18, 90, integer=True), "city": ["a", "b", "c"]}).to_json(schema)
+    out = table / "m.sketch"
+    assert (
+        main(
+            [
+                "release",
+                str(table / "mixed.csv"),
+                "--schema",
+                str(schema),
+                "--out",
+                str(out),
+                "--epsilon",
+                "1",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    png = table / "figs" / "m.png"
+    assert main(["plot", str(out), "--out", str(png), "--n-samples", "3000"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "2 column(s)" in capsys.readouterr().out
+    # refused on the curator's word alone, before the decoder runs: exit 2, a message, no file
+    for argv, message in [
+        (["plot", str(out), "nope", "--out", str(table / "x.png")], "'nope' is not in the sketch"),
+        (["plot", str(out), "--out", str(table / "x.txt")], "must end in .png"),
+        (["plot", str(out), "--interval", "1.5", "--out", str(table / "x.png")], "--interval"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and "decoding" not in err
+    assert not (table / "x.png").exists()

@@ -1,0 +1,137 @@
+"""Plots of a decoded distribution: one column's shares per public cell, with their intervals.
+
+``est`` below is an :class:`~opendp_sketch.M2M` estimator (typed ``Any``: this module sits
+below ``m2m`` in the import graph, which calls it). Everything drawn is post-processing of the released sketch (the decoder's weights and the
+released cells' intervals), so plotting costs no privacy budget. ``matplotlib`` is optional:
+``pip install "opendp-sketch[plot]"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ..schema import Numeric
+
+#: bins of a numeric column whose map has no public cells (RFF, RACE, moments)
+PLOT_BINS = 32
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ValueError('plotting needs matplotlib: pip install "opendp-sketch[plot]"') from None
+    return plt
+
+
+def column_cells(est: Any, column: str | int) -> tuple[np.ndarray, bool]:
+    """Edges of the public cells of a numeric column in its units, and whether they are the
+    map's own cells (``False``: :data:`PLOT_BINS` equal bins of the box, for maps without cells)."""
+    from .synthetic import cell_edges
+
+    j = est._column_index(column)
+    edges = cell_edges(est.feature_map, est.lower, est.upper)[j]
+    lo, hi = float(est._lo_user[j]), float(est._hi_user[j])
+    if edges is None:
+        return np.linspace(lo, hi, PLOT_BINS + 1), False
+    P = np.tile(est.lower, (np.asarray(edges).size, 1))
+    P[:, j] = edges
+    t = np.unique(np.clip(est._user_view(P)[0][:, j], lo, hi))
+    return np.unique(np.concatenate([[lo], t, [hi]])), True
+
+
+def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95) -> pl.DataFrame:
+    """The decoded share of rows in each public cell (numeric column) or label (categorical or
+    boolean column), as a frame; with ``interval`` also ``low``, ``high`` and ``supported``
+    (bounds from the released cells, see :meth:`M2M.expect`).
+
+    A numeric column gets ``low_edge`` and ``high_edge`` (cells are ``[low_edge, high_edge)``,
+    the last one closed). Intervals need a map with cells (marginals, histograms); other maps
+    give the shares alone.
+    """
+    j = est._column_index(column)
+    name = est.columns[j]
+    if est.schema is not None and not isinstance(est.schema[name], Numeric):
+        out = est.shares(name, interval=interval).rename({name: "label"})
+        if "low" in out.columns:  # shares lie in [0, 1]
+            out = out.with_columns(pl.col("low").clip(0.0, 1.0), pl.col("high").clip(0.0, 1.0))
+        return out
+    edges, own = column_cells(est, j)
+    col = pl.col(name)
+    exprs = [
+        ((col >= a) & ((col <= b) if k == edges.size - 2 else (col < b))).alias(f"_{k}")
+        for k, (a, b) in enumerate(zip(edges[:-1], edges[1:]))
+    ]
+    out = pl.DataFrame({"low_edge": edges[:-1], "high_edge": edges[1:]})
+    if interval is None or not own:
+        return out.with_columns(share=pl.Series(np.atleast_1d(est.expect(exprs)), dtype=pl.Float64))
+    iv = est.expect(exprs, interval=interval)
+    return out.with_columns(
+        share=pl.Series(np.atleast_1d(iv.value), dtype=pl.Float64),
+        low=pl.Series(np.clip(np.atleast_1d(iv.low), 0.0, 1.0), dtype=pl.Float64),  # shares lie in [0, 1]
+        high=pl.Series(np.clip(np.atleast_1d(iv.high), 0.0, 1.0), dtype=pl.Float64),
+        supported=pl.Series(np.atleast_1d(iv.supported), dtype=pl.Boolean),
+    )
+
+
+def plot_column(est: Any, column: str | int, *, interval: float | None = 0.95, ax: Any = None) -> Any:
+    """Draw :func:`column_shares` on a matplotlib ``Axes`` (a new figure without ``ax``) and
+    return it: bars of the decoded share per cell or label, and the interval as a vertical line
+    (hatched bars: no released block holds the cell, the bounds are what the cells allow).
+    A log-scale column is drawn on a log axis (symmetric near 0), where its cells look equal;
+    an integer column's bars give the share per whole value in the cell."""
+    plt = _pyplot()
+    j = est._column_index(column)
+    name = est.columns[j]
+    frame = column_shares(est, j, interval=interval)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.6))
+    share = frame["share"].to_numpy()
+    ylabel = "share of rows"
+    has_iv = "low" in frame.columns
+    hatch = None
+    if has_iv:
+        # the bounds come from one released block, the bar from the joint fit, so a bar may end
+        # outside its interval: draw the interval itself, not an error around the bar
+        low, high = frame["low"].to_numpy(), frame["high"].to_numpy()
+        hatch = ["" if s else "//" for s in frame["supported"].to_list()]
+    if "label" in frame.columns:
+        labels = ["(null)" if v is None else str(v) for v in frame["label"].to_list()]
+        x = np.arange(len(labels))
+        bars = ax.bar(x, share, color="tab:blue", alpha=0.75, edgecolor="tab:blue")
+        ax.set_xticks(
+            x, labels, rotation=30 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center"
+        )
+        centres = x
+    else:
+        a, b = frame["low_edge"].to_numpy(), frame["high_edge"].to_numpy()
+        spec = est.schema[name] if est.schema is not None else None
+        if isinstance(spec, Numeric) and spec.integer:
+            # cells of an integer column hold 2 or 3 whole values each: per value, or the bars
+            # would alternate with the cells' sizes
+            count = np.floor(b) - np.ceil(a) + 1 - ((b == np.floor(b)) & (np.arange(b.size) < b.size - 1))
+            per = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)
+            share = share * per
+            if has_iv:
+                low, high = low * per, high * per
+            ylabel = "share of rows per value"
+        bars = ax.bar(a, share, width=b - a, align="edge", color="tab:blue", alpha=0.75, edgecolor="white")
+        centres = (a + b) / 2
+        if isinstance(spec, Numeric) and spec.scale == "log":
+            positive = a[a > 0]
+            ax.set_xscale("symlog", linthresh=float(positive.min()) if positive.size else 1.0)
+        ax.set_xlim(a[0], b[-1])
+    if has_iv:
+        for bar, h in zip(bars, hatch or []):
+            bar.set_hatch(h)
+        ax.vlines(centres, low, high, color="black", linewidth=1)
+        ax.scatter(np.r_[centres, centres], np.r_[low, high], marker="_", color="black", s=12, linewidths=1)
+    ax.set_xlabel(name)
+    ax.set_ylabel(ylabel)
+    level = f", {interval:.0%} intervals" if has_iv else ""
+    ax.set_title(f"{name}: decoded from the sketch{level}", fontsize=10)
+    ax.set_ylim(bottom=0)
+    return ax
