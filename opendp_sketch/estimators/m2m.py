@@ -842,7 +842,7 @@ class M2M(ForgetsCallInput):
         log-scale column on a log axis) or in each label of a categorical or boolean column;
         vertical lines give the ``interval`` from the released cells (hatched bars: no released
         block holds the cell, so the bounds are what the cells allow). Maps without cells (RFF,
-        RACE) get 32 equal bins and no intervals. Post-processing: free. Needs matplotlib
+        RACE) get 32 equal bins; they and dyadic trees draw no intervals. Post-processing: free. Needs matplotlib
         (``pip install "opendp-sketch[plot]"``); the shares drawn are
         :func:`~opendp_sketch.estimators.plot.column_shares`.
 

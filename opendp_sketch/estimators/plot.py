@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from ..schema import Numeric
+from .intervals import partitions
 
 #: bins of a numeric column whose map has no public cells (RFF, RACE, moments)
 PLOT_BINS = 32
@@ -49,8 +50,8 @@ def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95)
     (bounds from the released cells, see :meth:`M2M.expect`).
 
     A numeric column gets ``low_edge`` and ``high_edge`` (cells are ``[low_edge, high_edge)``,
-    the last one closed). Intervals need a map with cells (marginals, histograms); other maps
-    give the shares alone.
+    the last one closed). Intervals need a map of marginal tables or histograms; other maps
+    (RFF, RACE, dyadic trees) give the shares alone.
     """
     j = est._column_index(column)
     name = est.columns[j]
@@ -66,7 +67,7 @@ def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95)
         for k, (a, b) in enumerate(zip(edges[:-1], edges[1:]))
     ]
     out = pl.DataFrame({"low_edge": edges[:-1], "high_edge": edges[1:]})
-    if interval is None or not own:
+    if interval is None or not own or partitions(est.feature_map) is None:  # e.g. dyadic trees
         return out.with_columns(share=pl.Series(np.atleast_1d(est.expect(exprs)), dtype=pl.Float64))
     iv = est.expect(exprs, interval=interval)
     return out.with_columns(

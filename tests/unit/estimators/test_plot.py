@@ -85,6 +85,11 @@ def test_maps_without_cells_plot_bins_without_intervals_and_bad_levels_are_refus
     s = column_shares(m, 0)
     assert s.height == 32 and "low" not in s.columns
     assert len(m.plot("x1").patches) == 32
+    trees = dps.release_sketch(
+        X, dps.DyadicTrees(bounds=(0, 1), levels=5, dim=2), bounds=(0.0, 1.0), epsilon=1.0
+    )
+    t = column_shares(dps.M2M(trees, n_samples=3000), 0)  # cells, but no interval machinery: shares alone
+    assert "low" not in t.columns and abs(t["share"].sum() - 1) < 1e-9
     with pytest.raises(ValueError, match="interval"):
         m.plot(0, interval=1.5)
     with pytest.raises(ValueError, match="column"):
