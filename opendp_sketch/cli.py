@@ -320,8 +320,14 @@ def _plot(args: argparse.Namespace) -> int:
     from .estimators.m2m import default_column_names
 
     names = list(sk.column_names) if sk.column_names else default_column_names(sk.feature_map)
-    columns = args.columns or names
-    for c in columns:
+    pairs = []
+    for spec in args.pair or []:
+        parts = [p.strip() for p in spec.split(",")]
+        if len(parts) != 2 or parts[0] == parts[1]:
+            raise ValueError(f"--pair ({spec!r}) must be two different columns: --pair A,B")
+        pairs.append((parts[0], parts[1]))
+    columns = args.columns or ([] if pairs else names)
+    for c in [*columns, *(c for p in pairs for c in p)]:
         if c not in names:
             raise ValueError(f"column {c!r} is not in the sketch (columns: {names})")
     est = _decode(sk, args.sketch, args.n_samples, args.progress)
@@ -332,12 +338,15 @@ def _plot(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    k = len(columns)
+    k = len(columns) + len(pairs)
     ncols = min(k, 3)
     nrows = -(-k // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.4 * nrows), squeeze=False)
-    for ax, c in zip(axes.flat, columns):
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.6 * nrows), squeeze=False)
+    panels = list(axes.flat)
+    for ax, c in zip(panels, columns):
         est.plot(c, interval=args.interval, ax=ax)
+    for ax, (a, b) in zip(panels[len(columns) :], pairs):
+        est.plot(a, b, ax=ax)
     for ax in list(axes.flat)[k:]:
         ax.set_visible(False)
     eps = sk.privacy.get("epsilon")
@@ -347,7 +356,7 @@ def _plot(args: argparse.Namespace) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
     plt.close(fig)
-    print(f"wrote {args.out} ({k} column(s))")
+    print(f"wrote {args.out} ({len(columns)} column(s), {len(pairs)} pair(s))")
     return 0
 
 
@@ -641,7 +650,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=fmt,
     )
     p_plot.add_argument("sketch", help="a file written by release or Sketch.save")
-    p_plot.add_argument("columns", nargs="*", help="columns to draw (default: every column)")
+    p_plot.add_argument(
+        "columns", nargs="*", help="columns to draw (default: every column, unless --pair is given)"
+    )
+    p_plot.add_argument(
+        "--pair", action="append", metavar="A,B", help="a heat map of two columns' joint shares (repeatable)"
+    )
     p_plot.add_argument(
         "--out", type=Path, default=Path("sketch.png"), help="image file (.png, .svg or .pdf)"
     )

@@ -835,8 +835,16 @@ class M2M(ForgetsCallInput):
         idx = np.random.default_rng(seed).choice(p.size, size=int(n), p=p)
         return self._decode(self.samples[idx])
 
-    def plot(self, column: str | int, *, interval: float | None = 0.95, ax: Any = None) -> Any:
-        """Draw one column of the decoded distribution and return the matplotlib ``Axes``.
+    def plot(
+        self,
+        column: str | int,
+        other: str | int | None = None,
+        *,
+        interval: float | None = 0.95,
+        ax: Any = None,
+    ) -> Any:
+        """Draw one column of the decoded distribution (or two, as a heat map) and return the
+        matplotlib ``Axes``.
 
         Bars give the share of rows in each public cell of a numeric column (in its units; a
         log-scale column on a log axis) or in each label of a categorical or boolean column;
@@ -846,7 +854,12 @@ class M2M(ForgetsCallInput):
         (``pip install "opendp-sketch[plot]"``); the shares drawn are
         :func:`~opendp_sketch.estimators.plot.column_shares`.
 
+        With ``other``, a heat map of the two columns' joint shares over their cells or labels
+        (:func:`~opendp_sketch.estimators.plot.pair_shares`; no intervals): the dependence the
+        sketch carries, where it released the pair's marginal.
+
         :param column: a column name or index
+        :param other: a second column for a joint heat map
         :param interval: the intervals' level, or ``None`` for bars alone
         :param ax: the ``Axes`` to draw on (default: a new figure)
 
@@ -859,12 +872,14 @@ class M2M(ForgetsCallInput):
         >>> len(ax.patches), ax.get_ylabel()
         (8, 'share of rows')
         """
-        from .plot import plot_column
+        from .plot import plot_column, plot_pair
 
         if interval is not None and (
             isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1)
         ):
             raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95, or None")
+        if other is not None:
+            return plot_pair(self, column, other, ax=ax)
         return plot_column(self, column, interval=interval, ax=ax)
 
     @property

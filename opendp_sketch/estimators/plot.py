@@ -1,4 +1,5 @@
-"""Plots of a decoded distribution: one column's shares per public cell, with their intervals.
+"""Plots of a decoded distribution: one column's shares per public cell, with their intervals,
+and two columns' joint shares as a heat map.
 
 ``est`` below is an :class:`~opendp_sketch.M2M` estimator (typed ``Any``: this module sits
 below ``m2m`` in the import graph, which calls it). Everything drawn is post-processing of the released sketch (the decoder's weights and the
@@ -78,6 +79,81 @@ def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95)
     )
 
 
+def _per_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``1 / (whole values in [a_k, b_k))`` per cell (the last cell closed), 0 for a cell without one."""
+    count = np.floor(b) - np.ceil(a) + 1 - ((b == np.floor(b)) & (np.arange(b.size) < b.size - 1))
+    return np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)
+
+
+class _Axis:
+    """One axis of a joint plot: the cell (or label) index of each decoded point, and how to draw it."""
+
+    def __init__(self, est: Any, column: str | int) -> None:
+        j = est._column_index(column)
+        self.name = est.columns[j]
+        values = est.weighted_frame()[self.name]
+        spec = est.schema[self.name] if est.schema is not None else None
+        self.labels: list[str] | None = None
+        self.log = isinstance(spec, Numeric) and spec.scale == "log"
+        if spec is not None and not isinstance(spec, Numeric):
+            cats = est.shares(self.name)[self.name].to_list()
+            self.labels = ["(null)" if v is None else str(v) for v in cats]
+            lookup = {v: k for k, v in enumerate(cats)}
+            self.index = np.array([lookup.get(v, 0) for v in values.to_list()], dtype=np.int64)
+            self.edges = np.arange(len(cats) + 1) - 0.5
+            self.per = np.ones(len(cats))
+        else:
+            self.edges = column_cells(est, j)[0]
+            x = values.to_numpy().astype(np.float64)
+            k = np.searchsorted(self.edges, x, side="right") - 1
+            self.index = np.clip(k, 0, self.edges.size - 2)
+            integer = isinstance(spec, Numeric) and spec.integer
+            a, b = self.edges[:-1], self.edges[1:]
+            self.per = _per_value(a, b) if integer else np.ones(a.size)
+
+    def draw(self, ax: Any, which: str) -> None:
+        set_label = ax.set_xlabel if which == "x" else ax.set_ylabel
+        set_label(self.name)
+        if self.labels is not None:
+            set_ticks = ax.set_xticks if which == "x" else ax.set_yticks
+            set_ticks(np.arange(len(self.labels)), self.labels)
+        elif self.log:
+            positive = self.edges[self.edges > 0]
+            set_scale = ax.set_xscale if which == "x" else ax.set_yscale
+            set_scale("symlog", linthresh=float(positive.min()) if positive.size else 1.0)
+
+
+def pair_shares(est: Any, x: str | int, y: str | int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The decoded share of rows in each (x cell or label, y cell or label): ``(x edges, y edges,
+    shares)`` with ``shares[i, k]`` for x cell ``i`` and y cell ``k`` (labels at edges ``k ± ½``).
+    The shares sum to 1; post-processing of the decoder's weights, without intervals."""
+    ax_x, ax_y = _Axis(est, x), _Axis(est, y)
+    out = np.zeros((ax_x.edges.size - 1, ax_y.edges.size - 1))
+    np.add.at(out, (ax_x.index, ax_y.index), np.clip(np.asarray(est.weights, dtype=np.float64), 0.0, None))
+    total = out.sum()
+    return ax_x.edges, ax_y.edges, out / total if total > 0 else out
+
+
+def plot_pair(est: Any, x: str | int, y: str | int, *, ax: Any = None) -> Any:
+    """A heat map of :func:`pair_shares` (integer columns per whole value) on a matplotlib
+    ``Axes``, with a colour bar; returns the ``Axes``."""
+    plt = _pyplot()
+    ax_x, ax_y = _Axis(est, x), _Axis(est, y)
+    if ax_x.name == ax_y.name:
+        raise ValueError(f"a joint plot needs two different columns, got {ax_x.name!r} twice")
+    xe, ye, shares = pair_shares(est, x, y)
+    shown = shares * ax_x.per[:, None] * ax_y.per[None, :]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.8))
+    mesh = ax.pcolormesh(xe, ye, shown.T, cmap="viridis", shading="flat")
+    per = " per value" if (ax_x.per != 1).any() or (ax_y.per != 1).any() else ""
+    ax.figure.colorbar(mesh, ax=ax, label=f"share of rows{per}")
+    ax_x.draw(ax, "x")
+    ax_y.draw(ax, "y")
+    ax.set_title(f"{ax_x.name} × {ax_y.name}: decoded from the sketch", fontsize=10)
+    return ax
+
+
 def plot_column(est: Any, column: str | int, *, interval: float | None = 0.95, ax: Any = None) -> Any:
     """Draw :func:`column_shares` on a matplotlib ``Axes`` (a new figure without ``ax``) and
     return it: bars of the decoded share per cell or label, and the interval as a vertical line
@@ -113,8 +189,7 @@ def plot_column(est: Any, column: str | int, *, interval: float | None = 0.95, a
         if isinstance(spec, Numeric) and spec.integer:
             # cells of an integer column hold 2 or 3 whole values each: per value, or the bars
             # would alternate with the cells' sizes
-            count = np.floor(b) - np.ceil(a) + 1 - ((b == np.floor(b)) & (np.arange(b.size) < b.size - 1))
-            per = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)
+            per = _per_value(a, b)
             share = share * per
             if has_iv:
                 low, high = low * per, high * per

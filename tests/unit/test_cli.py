@@ -437,11 +437,18 @@ def test_plot_draws_every_column_and_refuses_before_decoding(table, capsys):
     png = table / "figs" / "m.png"
     assert main(["plot", str(out), "--out", str(png), "--n-samples", "3000"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "2 column(s)" in capsys.readouterr().out
+    assert main(["plot", str(out), "--pair", "age,city", "--out", str(png), "--n-samples", "3000"]) == 0
+    assert "0 column(s), 1 pair(s)" in capsys.readouterr().out
     # refused on the curator's word alone, before the decoder runs: exit 2, a message, no file
     for argv, message in [
         (["plot", str(out), "nope", "--out", str(table / "x.png")], "'nope' is not in the sketch"),
         (["plot", str(out), "--out", str(table / "x.txt")], "must end in .png"),
         (["plot", str(out), "--interval", "1.5", "--out", str(table / "x.png")], "--interval"),
+        (["plot", str(out), "--pair", "age", "--out", str(table / "x.png")], "two different columns"),
+        (
+            ["plot", str(out), "--pair", "age,nope", "--out", str(table / "x.png")],
+            "'nope' is not in the sketch",
+        ),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.estimators.plot import column_shares
+from opendp_sketch.estimators.plot import column_shares, pair_shares
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -94,3 +94,15 @@ def test_maps_without_cells_plot_bins_without_intervals_and_bad_levels_are_refus
         m.plot(0, interval=1.5)
     with pytest.raises(ValueError, match="column"):
         m.plot("nope")
+
+
+def test_a_joint_heat_map_holds_the_released_pair(est):
+    m, frame = est
+    xe, ye, shares = pair_shares(m, "city", "age")
+    assert shares.shape == (3, ye.size - 1) and abs(shares.sum() - 1) < 1e-9 and shares.min() >= 0
+    np.testing.assert_allclose(shares.sum(axis=1), [0.5, 0.3, 0.2], atol=0.02)  # its margin: the city shares
+    ax = m.plot("income", "city")
+    assert ax.get_xlabel() == "income" and ax.get_ylabel() == "city" and ax.get_xscale() == "symlog"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="two different columns"):
+        m.plot("age", "age")
