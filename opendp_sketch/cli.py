@@ -310,6 +310,15 @@ def _decode(sk: Any, path: str, n_samples: int | None, show_progress: bool | Non
     return est
 
 
+def _decoder_progress_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar of the decoder's rounds on stderr (default: when stderr is a terminal)",
+    )
+
+
 def _plot(args: argparse.Namespace) -> int:
     """One panel per column of the decoded distribution, with the released cells' intervals."""
     if args.interval is not None and not 0 < args.interval < 1:
@@ -636,12 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "answers no released block holds are flagged (marginal and histogram sketches)",
     )
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    p_q.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar of the decoder's rounds on stderr (default: when stderr is a terminal)",
-    )
+    _decoder_progress_option(p_q)
     p_q.set_defaults(func=_query)
 
     p_plot = sub.add_parser(
@@ -664,15 +668,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         default=0.95,
         metavar="LEVEL",
-        help="level of the error bars from the released cells",
+        help="level of the intervals drawn from the released cells",
     )
     p_plot.add_argument("--n-samples", type=int, help="M2M points (default: 50 000 synthetic points)")
-    p_plot.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar of the decoder's rounds on stderr (default: when stderr is a terminal)",
-    )
+    _decoder_progress_option(p_plot)
     p_plot.set_defaults(func=_plot)
 
     args = parser.parse_args(argv)

@@ -438,6 +438,32 @@ class M2M(ForgetsCallInput):
         return w / self.n_samples
 
     # -- queries --------------------------------------------------------------------------------
+    def column_index(self, column: str | int) -> int:
+        """The index of a column given by name or index; ``ValueError`` naming the columns otherwise."""
+        return self._column_index(column)
+
+    def cell_edges(self, column: str | int) -> tuple[np.ndarray, bool]:
+        """Edges of a column's public cells in its units, the ends of its range included, and
+        whether they are the sketch's own cells (every resolution its blocks use). A column the
+        map is smooth in (RFF, RACE, moments) gets ``False`` and 32 equal bins of its range.
+
+        >>> import numpy as np, opendp_sketch as dps
+        >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=1)
+        >>> sk = dps.Sketch(fm, np.asarray(fm.fixed_sum(np.full((10, 1), 0.3))), 10, bounds=([0.0], [1.0]))
+        >>> edges, own = dps.M2M(sk, n_samples=100).cell_edges(0)
+        >>> edges.tolist(), own
+        ([0.0, 0.25, 0.5, 0.75, 1.0], True)
+        """
+        j = self._column_index(column)
+        lo, hi = float(self._lo_user[j]), float(self._hi_user[j])
+        edges = cell_edges(self.feature_map, self.lower, self.upper)[j]
+        if edges is None:
+            return np.linspace(lo, hi, 33), False
+        P = np.tile(self.lower, (np.asarray(edges).size, 1))
+        P[:, j] = edges
+        t = np.clip(self._user_view(P)[0][:, j], lo, hi)
+        return np.unique(np.concatenate([[lo], t, [hi]])), True
+
     def _column_index(self, column: str | int) -> int:
         if isinstance(column, (int, np.integer)) and not isinstance(column, bool):
             if not 0 <= column < len(self.columns):
@@ -775,13 +801,10 @@ class M2M(ForgetsCallInput):
             return value
         if isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1):
             raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95")
-        edges = cell_edges(self.feature_map, self.lower, self.upper)[j]
-        if edges is None:
+        t, own = self.cell_edges(j)
+        if not own:
             require_cells(self.feature_map)  # a map without cells: its refusal names the fix
             raise ValueError(f"column {self.columns[j]!r} has no public cells to bracket a quantile at")
-        P = np.tile(self.lower, (edges.size, 1))
-        P[:, j] = edges
-        t = np.clip(np.unique(self._user_view(P)[0][:, j]), self._lo_user[j], self._hi_user[j])
         k = t.size
         ci = self.cdf(j, t, interval=1.0 - (1.0 - float(interval)) / k)  # two sides at α/(2k)
         reach_hi = ci.high[None, :] >= q[:, None] - 1e-12

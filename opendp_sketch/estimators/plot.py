@@ -1,8 +1,9 @@
 """Plots of a decoded distribution: one column's shares per public cell, with their intervals,
 and two columns' joint shares as a heat map.
 
-``est`` below is an :class:`~opendp_sketch.M2M` estimator (typed ``Any``: this module sits
-below ``m2m`` in the import graph, which calls it). Everything drawn is post-processing of the released sketch (the decoder's weights and the
+``est`` below is an :class:`~opendp_sketch.M2M` estimator, used through its public methods
+only (typed ``Any``: this module sits below ``m2m`` in the import graph, which calls it).
+Everything drawn is post-processing of the released sketch (the decoder's weights and the
 released cells' intervals), so plotting costs no privacy budget. ``matplotlib`` is optional:
 ``pip install "opendp-sketch[plot]"``.
 """
@@ -17,9 +18,6 @@ import polars as pl
 from ..schema import Numeric
 from .intervals import partitions
 
-#: bins of a numeric column whose map has no public cells (RFF, RACE, moments)
-PLOT_BINS = 32
-
 
 def _pyplot() -> Any:
     try:
@@ -27,22 +25,6 @@ def _pyplot() -> Any:
     except ImportError:  # pragma: no cover - depends on the environment
         raise ValueError('plotting needs matplotlib: pip install "opendp-sketch[plot]"') from None
     return plt
-
-
-def column_cells(est: Any, column: str | int) -> tuple[np.ndarray, bool]:
-    """Edges of the public cells of a numeric column in its units, and whether they are the
-    map's own cells (``False``: :data:`PLOT_BINS` equal bins of the box, for maps without cells)."""
-    from .synthetic import cell_edges
-
-    j = est._column_index(column)
-    edges = cell_edges(est.feature_map, est.lower, est.upper)[j]
-    lo, hi = float(est._lo_user[j]), float(est._hi_user[j])
-    if edges is None:
-        return np.linspace(lo, hi, PLOT_BINS + 1), False
-    P = np.tile(est.lower, (np.asarray(edges).size, 1))
-    P[:, j] = edges
-    t = np.unique(np.clip(est._user_view(P)[0][:, j], lo, hi))
-    return np.unique(np.concatenate([[lo], t, [hi]])), True
 
 
 def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95) -> pl.DataFrame:
@@ -54,14 +36,13 @@ def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95)
     the last one closed). Intervals need a map of marginal tables or histograms; other maps
     (RFF, RACE, dyadic trees) give the shares alone.
     """
-    j = est._column_index(column)
-    name = est.columns[j]
+    name = est.columns[est.column_index(column)]
     if est.schema is not None and not isinstance(est.schema[name], Numeric):
         out = est.shares(name, interval=interval).rename({name: "label"})
         if "low" in out.columns:  # shares lie in [0, 1]
             out = out.with_columns(pl.col("low").clip(0.0, 1.0), pl.col("high").clip(0.0, 1.0))
         return out
-    edges, own = column_cells(est, j)
+    edges, own = est.cell_edges(name)
     col = pl.col(name)
     exprs = [
         ((col >= a) & ((col <= b) if k == edges.size - 2 else (col < b))).alias(f"_{k}")
@@ -89,8 +70,7 @@ class _Axis:
     """One axis of a joint plot: the cell (or label) index of each decoded point, and how to draw it."""
 
     def __init__(self, est: Any, column: str | int) -> None:
-        j = est._column_index(column)
-        self.name = est.columns[j]
+        self.name = est.columns[est.column_index(column)]
         values = est.weighted_frame()[self.name]
         spec = est.schema[self.name] if est.schema is not None else None
         self.labels: list[str] | None = None
@@ -103,7 +83,7 @@ class _Axis:
             self.edges = np.arange(len(cats) + 1) - 0.5
             self.per = np.ones(len(cats))
         else:
-            self.edges = column_cells(est, j)[0]
+            self.edges = est.cell_edges(self.name)[0]
             x = values.to_numpy().astype(np.float64)
             k = np.searchsorted(self.edges, x, side="right") - 1
             self.index = np.clip(k, 0, self.edges.size - 2)
@@ -161,9 +141,8 @@ def plot_column(est: Any, column: str | int, *, interval: float | None = 0.95, a
     A log-scale column is drawn on a log axis (symmetric near 0), where its cells look equal;
     an integer column's bars give the share per whole value in the cell."""
     plt = _pyplot()
-    j = est._column_index(column)
-    name = est.columns[j]
-    frame = column_shares(est, j, interval=interval)
+    name = est.columns[est.column_index(column)]
+    frame = column_shares(est, name, interval=interval)
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 3.6))
     share = frame["share"].to_numpy()
