@@ -63,7 +63,13 @@ class KDEClassifier(_ByClassModel):
     r"""Classify by the largest private kernel density of each class.
 
     :param rule: ``"ml"`` (``K̂_c(q)``, each class normalised by its noisy count) or ``"map"``
-        (``n̂_c·K̂_c(q)``: the noisy class sizes act as the prior)
+        (``n̂_c·K̂_c(q)``: the noisy class sizes act as the prior). MAP scores are the class's
+        kernel sums ``Σ_{y_i = c} k(x_i, q)``, which need no count, so every class can win. ML
+        divides by each class's noisy count, one coordinate of the sketch with the noise of any
+        feature (Laplace scale 290 for RFF with 400 frequencies at ε = 1): a class whose count
+        comes out ≤ 0 is never predicted, and one far below its size is over-predicted. With
+        2 000 rows per class, accuracy fell below 0.95 in 2 of 200 such releases with ML and in
+        0 of 200 with MAP (0 of 300 with ML at ε = 3). Prefer MAP (the default) at small budgets.
     :param estimator: for RACE inner maps, ``"mean"`` or ``"median_of_means"``
 
     :example:
@@ -96,16 +102,21 @@ class KDEClassifier(_ByClassModel):
         self.classes_ = np.arange(fm.num_classes)
         counts = np.array([fm.block(sketch.sum, c)[1] for c in range(fm.num_classes)], dtype=np.float64)
         self.class_counts_ = counts
-        # a class whose noisy count is ≤ 0 carries no usable density: it never wins
-        self._kdes = [
-            KDE(sketch, label=c, estimator=self.estimator) if counts[c] > 0 else None
-            for c in range(fm.num_classes)
-        ]
+        self._kdes: list[KDE | None]
+        if self.rule == "map":  # kernel sums: no count needed, every class takes part
+            self._kdes = [
+                KDE(sketch, label=c, estimator=self.estimator, normalise=False) for c in range(fm.num_classes)
+            ]
+        else:  # a class whose noisy count is ≤ 0 carries no usable density: it never wins
+            self._kdes = [
+                KDE(sketch, label=c, estimator=self.estimator) if counts[c] > 0 else None
+                for c in range(fm.num_classes)
+            ]
         self._dim = fm.dim
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """``(n, C)`` class scores: ``K̂_c(q)`` (ML) or ``n̂_c·K̂_c(q)`` (MAP)."""
+        """``(n, C)`` class scores: ``K̂_c(q)`` (ML) or the kernel sum ``n̂_c·K̂_c(q)`` (MAP)."""
         self._check_fitted()
         Q = check_queries(X, self._dim)
         out = np.full((Q.shape[0], self.classes_.size), -np.inf)
@@ -117,9 +128,7 @@ class KDEClassifier(_ByClassModel):
                 Q[s : s + QUERY_CHUNK]
             )  # the inner map is shared: evaluate it once
             for c, kde in usable:
-                out[s : s + QUERY_CHUNK, c] = kde._estimate(features) * (
-                    kde.n_hat if self.rule == "map" else 1.0
-                )
+                out[s : s + QUERY_CHUNK, c] = kde._estimate(features)
         return out
 
 

@@ -60,7 +60,11 @@ class KDE:
     :param estimator: for RACE, ``"mean"`` over rows or ``"median_of_means"``
     :param groups: number of row groups for the median of means
     :param label: class to read from a ``ByClass`` sketch
-    :raises ValueError: for other maps, a non-positive noisy count, or bad options
+    :param normalise: ``False`` estimates the kernel *sum* ``Σ k(x_i, q)`` instead: no division
+        by the noisy count, so no count is needed (a ``ByClass`` count is one coordinate with the
+        noise of every feature, and may come out ≤ 0)
+    :raises ValueError: for other maps, a non-positive noisy count (with ``normalise=True``), or
+        bad options
 
     :example:
 
@@ -82,6 +86,7 @@ class KDE:
         estimator: Literal["mean", "median_of_means"] = "mean",
         groups: int = 8,
         label: int | None = None,
+        normalise: bool = True,
     ) -> None:
         if not isinstance(sketch, Sketch):
             raise ValueError(f"sketch must be a Sketch, got {type(sketch).__name__}")
@@ -106,7 +111,11 @@ class KDE:
             self.sum = sketch.sum
             self.n_hat = sketch.n_hat
             noisy_count = float(sketch.count)
-        if noisy_count <= 0:
+        if not isinstance(normalise, bool):
+            raise ValueError(f"normalise ({normalise!r}) must be True or False")
+        if not normalise:
+            self.n_hat = 1.0
+        elif noisy_count <= 0:
             raise ValueError(
                 f"the noisy count ({noisy_count:g}) is not positive: too little data for this budget"
             )
