@@ -114,7 +114,8 @@ def _demo(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         sk.save(out / "demo.sketch")
         print(
-            f"\nsketch saved to {out}/demo.sketch (try: opendp-sketch query {out}/demo.sketch --mean --shares sector)"
+            f"\nsketch saved to {out}/demo.sketch (try: opendp-sketch query {out}/demo.sketch --mean --shares sector; "
+            f"or draw it: opendp-sketch plot {out}/demo.sketch --out {out}/demo.png)"
         )
     print("\nEvery estimate above is post-processing of the one released sketch: no further privacy cost.")
     return 0
