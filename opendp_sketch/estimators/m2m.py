@@ -799,8 +799,7 @@ class M2M(ForgetsCallInput):
             value = np.interp(q, Fu, grid[idx])
         if interval is None:
             return value
-        if isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1):
-            raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95")
+        _check_level(interval)
         t, own = self.cell_edges(j)
         if not own:
             require_cells(self.feature_map)  # a map without cells: its refusal names the fix
@@ -897,10 +896,8 @@ class M2M(ForgetsCallInput):
         """
         from .plot import plot_column, plot_pair
 
-        if interval is not None and (
-            isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1)
-        ):
-            raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95, or None")
+        if interval is not None:
+            _check_level(interval, ", or None")
         if other is not None:
             return plot_pair(self, column, other, ax=ax)
         return plot_column(self, column, interval=interval, ax=ax)
@@ -941,6 +938,12 @@ def _scalar(out: Any) -> Any:
     if isinstance(out, np.bool_):
         return bool(out)
     return out
+
+
+def _check_level(interval: Any, alternative: str = "") -> None:
+    """Refuse an interval level outside ``(0, 1)``, naming the fix."""
+    if isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1):
+        raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95{alternative}")
 
 
 def default_column_names(fm: FeatureMap) -> list[str]:

@@ -98,9 +98,21 @@ class _Axis:
             set_ticks = ax.set_xticks if which == "x" else ax.set_yticks
             set_ticks(np.arange(len(self.labels)), self.labels)
         elif self.log:
-            positive = self.edges[self.edges > 0]
-            set_scale = ax.set_xscale if which == "x" else ax.set_yscale
-            set_scale("symlog", linthresh=float(positive.min()) if positive.size else 1.0)
+            _log_axis(ax.set_xscale if which == "x" else ax.set_yscale, self.edges)
+
+
+def _log_axis(set_scale: Any, edges: np.ndarray) -> None:
+    """A log axis for a log-scale column, linear below its first positive cell edge (it may hold 0)."""
+    positive = edges[edges > 0]
+    set_scale("symlog", linthresh=float(positive.min()) if positive.size else 1.0)
+
+
+def _joint(est: Any, ax_x: _Axis, ax_y: _Axis) -> np.ndarray:
+    """Shares of the decoded weights in each (x cell, y cell), summing to 1."""
+    out = np.zeros((ax_x.edges.size - 1, ax_y.edges.size - 1))
+    np.add.at(out, (ax_x.index, ax_y.index), np.clip(np.asarray(est.weights, dtype=np.float64), 0.0, None))
+    total = out.sum()
+    return out / total if total > 0 else out
 
 
 def pair_shares(est: Any, x: str | int, y: str | int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,10 +120,7 @@ def pair_shares(est: Any, x: str | int, y: str | int) -> tuple[np.ndarray, np.nd
     shares)`` with ``shares[i, k]`` for x cell ``i`` and y cell ``k`` (labels at edges ``k ± ½``).
     The shares sum to 1; post-processing of the decoder's weights, without intervals."""
     ax_x, ax_y = _Axis(est, x), _Axis(est, y)
-    out = np.zeros((ax_x.edges.size - 1, ax_y.edges.size - 1))
-    np.add.at(out, (ax_x.index, ax_y.index), np.clip(np.asarray(est.weights, dtype=np.float64), 0.0, None))
-    total = out.sum()
-    return ax_x.edges, ax_y.edges, out / total if total > 0 else out
+    return ax_x.edges, ax_y.edges, _joint(est, ax_x, ax_y)
 
 
 def plot_pair(est: Any, x: str | int, y: str | int, *, ax: Any = None) -> Any:
@@ -121,11 +130,10 @@ def plot_pair(est: Any, x: str | int, y: str | int, *, ax: Any = None) -> Any:
     ax_x, ax_y = _Axis(est, x), _Axis(est, y)
     if ax_x.name == ax_y.name:
         raise ValueError(f"a joint plot needs two different columns, got {ax_x.name!r} twice")
-    xe, ye, shares = pair_shares(est, x, y)
-    shown = shares * ax_x.per[:, None] * ax_y.per[None, :]
+    shown = _joint(est, ax_x, ax_y) * ax_x.per[:, None] * ax_y.per[None, :]
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.8))
-    mesh = ax.pcolormesh(xe, ye, shown.T, cmap="viridis", shading="flat")
+    mesh = ax.pcolormesh(ax_x.edges, ax_y.edges, shown.T, cmap="viridis", shading="flat")
     per = " per value" if (ax_x.per != 1).any() or (ax_y.per != 1).any() else ""
     ax.figure.colorbar(mesh, ax=ax, label=f"share of rows{per}")
     ax_x.draw(ax, "x")
@@ -176,8 +184,7 @@ def plot_column(est: Any, column: str | int, *, interval: float | None = 0.95, a
         bars = ax.bar(a, share, width=b - a, align="edge", color="tab:blue", alpha=0.75, edgecolor="white")
         centres = (a + b) / 2
         if isinstance(spec, Numeric) and spec.scale == "log":
-            positive = a[a > 0]
-            ax.set_xscale("symlog", linthresh=float(positive.min()) if positive.size else 1.0)
+            _log_axis(ax.set_xscale, a)
         ax.set_xlim(a[0], b[-1])
     if has_iv:
         for bar, h in zip(bars, hatch or []):
