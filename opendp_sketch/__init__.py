@@ -83,7 +83,14 @@ from .release import (
     then_private_spark_sketch,
 )
 from .schema import Boolean, Categorical, Numeric, Schema
-from .session import LedgerBusyError, LedgerError, PrivacyBudgetError, Session, verify_ledger
+from .session import (
+    LedgerBusyError,
+    LedgerError,
+    PrivacyBudgetError,
+    ReleaseFailedError,
+    Session,
+    verify_ledger,
+)
 from .sketch import Sketch, SketchFormatError, SketchSignatureError
 from .spark import (  # pyspark itself is imported only when a Spark function runs
     SparkBoxDomain,
@@ -144,6 +151,7 @@ __all__ = [
     "SketchSignatureError",
     "Session",
     "PrivacyBudgetError",
+    "ReleaseFailedError",
     "LedgerError",
     "LedgerBusyError",
     "verify_ledger",

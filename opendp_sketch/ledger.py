@@ -45,6 +45,7 @@ __all__ = [
     "LedgerError",
     "LedgerBusyError",
     "PrivacyBudgetError",
+    "ReleaseFailedError",
     "verify_ledger",
     "BUDGET_KINDS",
     "DEFAULT_TIMEOUT",
@@ -137,6 +138,11 @@ class LedgerBusyError(RuntimeError):
 
 class PrivacyBudgetError(ValueError):
     """A release was refused because it would exceed the remaining budget; nothing was spent."""
+
+
+class ReleaseFailedError(RuntimeError):
+    """A release's computation failed after the budget accepted it: nothing was released, and its
+    loss was charged (the data had been read, so a free failure would be an oracle)."""
 
 
 def float_down(q: Fraction) -> float:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import opendp.prelude as dp
+import polars as pl
 
 from .estimators.m2m import M2M, Prior, check_options
 from .sketch import Sketch
@@ -70,8 +71,8 @@ def make_m2m(
 
     OpenDP records each call of a measurement on its output, input data included
     (``__opendp_dict__``, for ``dp.serialize``). A released :class:`Sketch` or :class:`M2M`
-    refuses that record and numbers cannot hold it; a Polars frame (``"weighted_frame"``)
-    keeps it, so drop it before handing the frame on: ``del frame.__opendp_dict__``.
+    refuses that record, numbers cannot hold it, and the frame of ``"weighted_frame"`` is a
+    :class:`ReleasedFrame` (a Polars ``DataFrame`` that refuses it too).
 
     :example:
 
@@ -97,6 +98,23 @@ def make_m2m(
     return dp.new_function(m2m_estimate(query, query_args, options), TO="ExtrinsicObject")
 
 
+class ReleasedFrame(pl.DataFrame):
+    """A Polars ``DataFrame`` released by a measurement: it refuses OpenDP's record of the call
+    (``__opendp_dict__``, which holds the input data), so the frame does not keep the table
+    alive or reachable. Everything else is a ``DataFrame``'s; operations return plain frames.
+
+    >>> f = ReleasedFrame({"a": [1.0]})
+    >>> f.__opendp_dict__ = {"arg": "the data"}
+    >>> hasattr(f, "__opendp_dict__"), isinstance(f, pl.DataFrame)
+    (False, True)
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "__opendp_dict__":
+            return
+        super().__setattr__(name, value)
+
+
 def m2m_estimate(
     query: str | None, query_args: Sequence[Any], options: dict[str, Any]
 ) -> Callable[[Sketch], Any]:
@@ -115,7 +133,8 @@ def m2m_estimate(
             warnings.simplefilter("ignore")
             try:
                 est = M2M(sketch, **options)
-                return est if query is None else getattr(est, query)(*tuple(query_args))
+                out = est if query is None else getattr(est, query)(*tuple(query_args))
+                return ReleasedFrame(out) if isinstance(out, pl.DataFrame) else out
             except Exception as e:  # noqa: BLE001 - any failure becomes a flagged result
                 return FailedEstimate(f"{type(e).__name__}: {e}")
 

@@ -277,6 +277,7 @@ def make_jl_projection(
     if chunk_rows is not None:
         check_positive_int(chunk_rows, "chunk_rows")
     lower, upper = proj.output_bounds(desc.bounds)
+    in_lower, in_upper = (np.asarray(b, dtype=np.float64) for b in desc.bounds)
     output_domain = box_domain((lower, upper))
     d = desc.num_columns
 
@@ -284,10 +285,12 @@ def make_jl_projection(
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != d:
             raise ValueError(f"data must have shape (n, {d})")
-        if not np.isfinite(x).all():
-            # outside the input domain (a box_domain excludes NaN/inf): refuse, never echo data
-            raise ValueError("data contains NaN or infinite values; clip it with make_box_clip first")
-        return np.fmin(np.fmax(proj._project(x, chunk_rows), lower), upper)
+        # into the input box first, as make_box_clip does (NaN to the lower bound): a value the
+        # box excludes must not raise or warn here, or one row would be an uncharged oracle
+        x = np.fmin(np.fmax(x, in_lower), in_upper)
+        with np.errstate(all="ignore"):
+            y = proj._project(x, chunk_rows)
+        return np.fmin(np.fmax(y, lower), upper)
 
     return dp.t.make_user_transformation(
         input_domain, input_metric, output_domain, input_metric, function, lambda d_in: d_in

@@ -497,14 +497,14 @@ class Schema:
         for j, (name, col) in enumerate(self._columns.items()):
             s = batch.get_column(name)
             if isinstance(col, Numeric):
-                v = s.cast(pl.Float64, strict=False).to_numpy().astype(np.float64, copy=True)
+                v = _safe_cast(s, pl.Float64).to_numpy().astype(np.float64, copy=True)
                 fill = col.lower if col.impute is None else col.impute
                 v[np.isnan(v)] = fill
                 out[:, j] = col.unit(v)
             elif isinstance(col, Categorical):
-                out[:, j] = _codes(s.cast(pl.String, strict=False), col)
+                out[:, j] = _codes(_safe_cast(s, pl.String), col)
             else:
-                b = s.cast(pl.Int64, strict=False)
+                b = _boolean_codes(s)
                 known = b.is_in([0, 1]).fill_null(False).to_numpy()
                 vals = b.fill_null(0).to_numpy().astype(np.float64)
                 null_code = (
@@ -562,6 +562,44 @@ class Schema:
 
 def _no_null_rule(col: Column) -> bool:
     return (col.impute if isinstance(col, Numeric) else col.null) is None
+
+
+def _safe_cast(s: pl.Series, dtype: Any) -> pl.Series:
+    """``s`` cast to ``dtype`` value by value, never raising (it runs inside measurements):
+    values that do not cast become null; Binary is decoded as UTF-8 first, invalid bytes
+    replaced (Polars' own cast of one invalid value fails the whole column); a column whose type
+    casts to nothing (lists, structs, objects) reads as all null — a property of its type, the
+    same for every row.
+
+    >>> _safe_cast(pl.Series([b"ok", b"\\xff"]), pl.String).to_list() == ["ok", "\\ufffd"]
+    True
+    >>> _safe_cast(pl.Series(["1.5", "x", None]), pl.Float64).to_list()
+    [1.5, None, None]
+    >>> _safe_cast(pl.Series([[1.0], [2.0]]), pl.Float64).to_list()
+    [None, None]
+    """
+    if s.dtype == pl.Binary:
+        s = pl.Series(
+            s.name,
+            [None if b is None else bytes(b).decode("utf-8", "replace") for b in s.to_list()],
+            pl.String,
+        )
+    try:
+        return s.cast(dtype, strict=False)
+    except Exception:  # noqa: BLE001 - a type with no cast: every row alike
+        return pl.Series(s.name, [None] * s.len(), dtype=dtype)
+
+
+#: text read as a boolean (CSV files scanned as text, pandas object columns); other text is null
+_BOOLEAN_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0, "t": 1, "f": 0, "yes": 1, "no": 0}
+
+
+def _boolean_codes(s: pl.Series) -> pl.Series:
+    """A boolean column as Int64 0/1 (anything else null), from booleans, integers or text."""
+    if s.dtype in (pl.String, pl.Binary, pl.Categorical) or isinstance(s.dtype, pl.Enum):
+        text = _safe_cast(s, pl.String).str.strip_chars().str.to_lowercase()
+        return text.replace_strict(_BOOLEAN_TEXT, default=None, return_dtype=pl.Int64)
+    return _safe_cast(s, pl.Int64)
 
 
 def _codes(s: pl.Series, col: Categorical) -> np.ndarray:

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ from .ledger import (
     LedgerBusyError,
     LedgerError,
     PrivacyBudgetError,
+    ReleaseFailedError,
     describe,
     float_down,
     float_up,
@@ -56,6 +58,7 @@ from .sketch import Sketch, SketchFormatError
 __all__ = [
     "Session",
     "PrivacyBudgetError",
+    "ReleaseFailedError",
     "LedgerError",
     "LedgerBusyError",
     "verify_ledger",
@@ -288,6 +291,8 @@ class Session:
         :param description: free text stored with the release
         :return: what the measurement released
         :raises PrivacyBudgetError: if the filter refuses the release (nothing is spent)
+        :raises ReleaseFailedError: if the computation fails once the filter accepted it: nothing
+            is released and the loss is charged (the data was read)
         :raises ValueError: if the measure does not match, ``d_in`` is not the dataset's unit, or
             the loss at ``d_in`` is undefined
         :raises LedgerBusyError: if another release held the ledger longer than the timeout
@@ -428,6 +433,17 @@ class Session:
             expected = _as_loss(meas.map(d_in))
         except Exception as e:  # a privacy map that cannot be evaluated is an argument error
             raise ValueError(f"the measurement's privacy loss at d_in={d_in!r} is undefined ({e})") from None
+        try:  # the input's kind, on the curator's side: refused here, nothing is spent
+            with warnings.catch_warnings():  # OpenDP warns on a value of another type
+                warnings.simplefilter("ignore")
+                member = bool(meas.input_domain.member(data))
+        except Exception:  # noqa: BLE001 - a value the domain cannot even test is not a member
+            member = False
+        if not member:
+            raise ValueError(
+                f"the data ({type(data).__name__}) is not a member of the measurement's input domain "
+                f"({meas.input_domain}); nothing was released or spent"
+            )
         # OpenDP 0.16's filter runs a query before comparing its loss with the budget, so the
         # budget is first put to a filter with a data-free stand-in of the same privacy map
         probe = dp.m.make_user_measurement(
@@ -447,42 +463,67 @@ class Session:
                     f"{describe(self.budget, rec.remaining)} is left; the privacy filter refused it and nothing "
                     "was released or spent"
                 ) from None
-            # a failure here (of the computation) propagates and the rollback spends nothing
             queryable = _privacy_filter(meas, data, d_in, d_out)
-            value = queryable(meas)
-            loss = _as_loss(queryable.privacy_loss(d_in))
-            is_sketch = isinstance(value, Sketch)
+            failed = False
+            try:
+                value = queryable(meas)
+            except Exception:  # noqa: BLE001 - a failed computation is charged (below), never free
+                failed = True
             release_id = self.ledger.next_release_id(con)
-            stored = None
-            if is_sketch:
-                # the loss at the session's unit replaces any the measurement recorded at d_in = 1
-                kept = {
-                    k: v for k, v in value.privacy.items() if k not in ("loss", "epsilon", "delta", "rho")
-                }
-                value.privacy = {
-                    **kept,
-                    "measure": str(meas.output_measure),
-                    "d_in": d_in,
-                    **Budget(self.budget, None).record(self._opendp_form(loss)),  # type: ignore[arg-type]
-                    "dataset_id": self.dataset_id,
-                    "release_id": release_id,
-                }
-                fm = value.feature_map
-                blob = sketch_to_bytes(value, key=self._key)
-                stored = (type(fm).__name__, fm.fingerprint(), fm.num_features, blob)
-            self.ledger.record_release(
-                con,
-                rec,
-                "sketch" if is_sketch else "measurement",
-                d_in,
-                (Fraction(loss[0]), Fraction(loss[1])),
-                summary,
-                description,
-                None if is_sketch else _result_json(value),
-                release_id=release_id,
-                sketch=stored,
-            )
+            if failed:
+                # the filter accepted the loss and the data was read: a failure free of charge
+                # would be a repeatable oracle (did this data make the computation fail?), so it
+                # is recorded and spent like a release, and the error names nothing from the data
+                self.ledger.record_release(
+                    con,
+                    rec,
+                    "measurement",
+                    d_in,
+                    (Fraction(expected[0]), Fraction(expected[1])),
+                    f"{summary} (failed: nothing released, loss charged)",
+                    description,
+                    None,
+                    release_id=release_id,
+                )
+            else:
+                loss = _as_loss(queryable.privacy_loss(d_in))
+                is_sketch = isinstance(value, Sketch)
+                stored = None
+                if is_sketch:
+                    # the loss at the session's unit replaces any the measurement recorded at d_in = 1
+                    kept = {
+                        k: v for k, v in value.privacy.items() if k not in ("loss", "epsilon", "delta", "rho")
+                    }
+                    value.privacy = {
+                        **kept,
+                        "measure": str(meas.output_measure),
+                        "d_in": d_in,
+                        **Budget(self.budget, None).record(self._opendp_form(loss)),  # type: ignore[arg-type]
+                        "dataset_id": self.dataset_id,
+                        "release_id": release_id,
+                    }
+                    fm = value.feature_map
+                    blob = sketch_to_bytes(value, key=self._key)
+                    stored = (type(fm).__name__, fm.fingerprint(), fm.num_features, blob)
+                self.ledger.record_release(
+                    con,
+                    rec,
+                    "sketch" if is_sketch else "measurement",
+                    d_in,
+                    (Fraction(loss[0]), Fraction(loss[1])),
+                    summary,
+                    description,
+                    None if is_sketch else _result_json(value),
+                    release_id=release_id,
+                    sketch=stored,
+                )
         self.last_release_id = release_id
+        if failed:
+            raise ReleaseFailedError(
+                f"release {release_id} of dataset {self.dataset_id!r} failed while computing; its privacy "
+                f"loss ({describe(self.budget, expected)}) is charged, as the data was read. Check the data "
+                "on the curator's side first (Schema.check; release_sketch checks before it builds anything)"
+            ) from None
         return value
 
     # -- the store and the log ------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A *frame domain* (:func:`frame_box_domain`) holds Polars frames with named numeric columns and a
 public box per column. :func:`make_frame_feature_sum` reads such a frame in batches (Polars'
-streaming engine, ``LazyFrame.collect_batches``), clamps each batch into the box, and adds the
+streaming engine, ``LazyFrame.sink_batches``; a read that fails part-way raises, never passes a
+partial sum as the whole), clamps each batch into the box, and adds the
 batch's exact integer feature sums; :func:`make_frame_row_count` counts the rows. Both are
 row-wise per batch, so their stabilities are those of the in-memory path: ``d_in·Δ_p`` and
 ``d_in``. :func:`~opendp_sketch.make_private_sketch` accepts a frame domain wherever it accepts a
@@ -12,6 +13,8 @@ row-wise per batch, so their stabilities are those of the in-memory path: ``d_in
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -37,6 +40,9 @@ __all__ = [
     "make_frame_sum_and_count",
     "make_lazyframe_to_frame_box",
     "scan",
+    "scan_csv_lenient",
+    "stream_frames",
+    "StreamReadError",
 ]
 
 #: rows per batch read from a frame (bounded memory: batch_rows × columns float64 at a time)
@@ -89,10 +95,33 @@ def scan_parquet_bounded(path: str | os.PathLike[str], batch_rows: int = DEFAULT
     return register_io_source(batches, schema=schema)
 
 
+def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
+    """A CSV file as a LazyFrame whose read cannot fail on a value: every field is read as text
+    and cast to its column's type without strictness, so a value that does not parse is null.
+
+    Polars' own ``scan_csv`` infers the types from the first rows and fails the whole query at
+    a later value that does not parse. The types here come from the same first rows, read once
+    when the scan is made (on the curator's side, before any measurement); float columns are
+    Float64, and a later non-integer in a column of integers is null. A line with extra fields keeps the first ones (missing ones are null). A row is
+    what the CSV parser reads as one: a quote left open joins the lines after it.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> _ = open(path, "w").write("a,b\\n" + "1,x\\n" * 200 + "oops,y\\n")
+    >>> scan_csv_lenient(path).select(pl.col("a").is_null().sum(), pl.len()).collect().row(0)
+    (1, 201)
+    """
+    source = os.fspath(path)
+    inferred = pl.scan_csv(source, truncate_ragged_lines=True).collect_schema()
+    types = {c: pl.Float64 if t.is_float() else t for c, t in inferred.items()}
+    text = pl.scan_csv(source, infer_schema=False, truncate_ragged_lines=True)
+    return text.with_columns([pl.col(c).cast(t, strict=False) for c, t in types.items() if t != pl.String])
+
+
 _SCANNERS = {
     ".parquet": scan_parquet_bounded,
     ".pq": scan_parquet_bounded,
-    ".csv": pl.scan_csv,
+    ".csv": scan_csv_lenient,
     ".ipc": pl.scan_ipc,
     ".arrow": pl.scan_ipc,
 }
@@ -153,6 +182,9 @@ def frame_descriptor(domain: dp.Domain) -> FrameBoxDomain | None:
 def scan(source: str | os.PathLike[str]) -> pl.LazyFrame:
     """A lazy scan of a Parquet, CSV or Arrow IPC file (by extension); nothing is read yet.
 
+    CSV files are read leniently (:func:`scan_csv_lenient`): a value that does not parse as its
+    column's type is null, so a streamed release cannot stop part-way on it.
+
     :raises ValueError: for a missing file or an unknown extension
     """
     path = Path(source)
@@ -183,13 +215,76 @@ def report_progress(callback: Callable[[int], None] | None) -> Iterator[None]:
         _PROGRESS.reset(token)
 
 
+class StreamReadError(RuntimeError):
+    """A streamed input could not be read to its end: nothing was released.
+
+    The message names no value from the data (a reader's own message may quote file contents).
+    """
+
+
+#: what a stream error reads as inside a measurement: the reader's message is never shown
+STREAM_FAILED = (
+    "the input could not be read to its end (a value that does not parse, or a failed read), so "
+    "nothing was released; check the table on the curator's side first (release_sketch and the CLI "
+    "do), and scan CSV files with opendp_sketch.streaming.scan(path), which parses every value leniently"
+)
+
+_END = object()
+
+
+def stream_frames(lf: pl.LazyFrame, batch_rows: int) -> Iterator[pl.DataFrame]:
+    """The batches of ``lf`` (at most ``batch_rows`` rows each), from Polars' streaming engine.
+
+    Unlike ``LazyFrame.collect_batches``, a query that fails part-way does not just end the
+    batches early (Polars 1.36 runs it on a background thread and drops its error): a partial
+    sum would then pass as the sum of the whole table, and one row that does not parse would
+    change the release by every row after it. Here the failure raises :class:`StreamReadError`
+    after the last batch read, with a fixed message (:data:`STREAM_FAILED`), never the reader's.
+    The queue holds one batch, so memory stays one batch ahead of the consumer.
+    """
+    batches: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    failed: list[bool] = []
+
+    def put(batch: pl.DataFrame) -> bool:
+        if not stop.is_set():
+            batches.put(batch)
+        return stop.is_set()
+
+    def run() -> None:
+        try:
+            lf.sink_batches(put, chunk_size=batch_rows, maintain_order=False, lazy=False)
+        except BaseException:  # noqa: BLE001 - any reader error ends the stream as a failure
+            failed.append(True)
+        finally:
+            batches.put(_END)
+
+    worker = threading.Thread(target=run, name="opendp_sketch-stream", daemon=True)
+    worker.start()
+    try:
+        while (item := batches.get()) is not _END:
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():  # let a producer blocked on the full queue finish
+            try:
+                batches.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        worker.join()
+    if failed:
+        raise StreamReadError(STREAM_FAILED) from None
+
+
 def iter_batches(
     frame: pl.LazyFrame | pl.DataFrame, names: Sequence[str], batch_rows: int
 ) -> Iterator[np.ndarray]:
-    """float64 ``(rows, len(names))`` blocks of at most ``batch_rows`` rows (nulls become NaN)."""
+    """float64 ``(rows, len(names))`` blocks of at most ``batch_rows`` rows (nulls, and values
+    that do not cast to a number, become NaN); a read that fails part-way raises
+    :class:`StreamReadError` (:func:`stream_frames`)."""
     lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
-    query = lf.select([pl.col(c).cast(pl.Float64) for c in names])
-    for batch in query.collect_batches(chunk_size=batch_rows, maintain_order=False):
+    query = lf.select([pl.col(c).cast(pl.Float64, strict=False) for c in names])
+    for batch in stream_frames(query, batch_rows):
         if batch.height:
             yield batch.to_numpy()
             report_batch(batch.height)

@@ -22,16 +22,21 @@ from ._validate import check_chunking, require_symmetric
 from .domains import TableDomain
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
-from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan
+from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan, stream_frames
 from .transformations import I64_MAX, pair_transformation
 
 __all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
 
 
-def as_frame(data: Any, columns: list[str] | None = None) -> pl.LazyFrame:
+def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False) -> pl.LazyFrame:
     """A lazy Polars view of ``data`` (nothing is read yet for files and Arrow datasets).
 
     numpy arrays need ``columns`` (their names, in order); pandas needs pyarrow (a dependency).
+    Columns of Python objects (pandas ``object``, numpy ``object`` arrays) are read as text value
+    by value (:func:`_object_text`): their conversion can then not fail on one odd value, which
+    would otherwise refuse the whole table from inside a measurement. With ``text_csv`` a CSV
+    file is scanned as text (the schema parses every value leniently), so no value can stop
+    the read part-way; the curator's checks read it with Polars' inferred types.
 
     :raises ValueError: for an input of another kind (naming the kinds accepted)
     :example:
@@ -45,15 +50,26 @@ def as_frame(data: Any, columns: list[str] | None = None) -> pl.LazyFrame:
     if isinstance(data, pl.DataFrame):
         return data.lazy()
     if isinstance(data, (str, os.PathLike)):
+        if text_csv and str(data).lower().endswith(".csv") and os.path.exists(data):
+            return pl.scan_csv(os.fspath(data), infer_schema=False, truncate_ragged_lines=True)
         return scan(data)
     if isinstance(data, np.ndarray):
         if data.ndim != 2 or columns is None or data.shape[1] != len(columns):
             raise ValueError(
                 f"a numpy array must be 2-D with one column per schema column ({columns}), got shape {data.shape}"
             )
+        if data.dtype == object:
+            return pl.DataFrame({c: _object_text(data[:, j]) for j, c in enumerate(columns)}).lazy()
         return pl.DataFrame({c: data[:, j] for j, c in enumerate(columns)}).lazy()
     module = type(data).__module__.split(".")[0]
     if module == "pandas":
+        objects = [c for c, dt in data.dtypes.items() if str(dt) == "object"]
+        if objects:
+            import pandas as pd
+
+            data = data.copy(deep=False)
+            for c in objects:
+                data[c] = pd.array(_object_text(data[c].to_numpy()).to_list(), dtype="string")
         return pl.from_pandas(data).lazy()
     if module == "pyarrow":
         import pyarrow.dataset as pads
@@ -68,6 +84,33 @@ def as_frame(data: Any, columns: list[str] | None = None) -> pl.LazyFrame:
         "data must be a numpy array, a Polars DataFrame/LazyFrame, a pandas DataFrame, a PyArrow "
         f"Table/Dataset/RecordBatchReader or a Parquet/CSV/IPC path, got {type(data).__name__}"
     )
+
+
+def _object_text(values: np.ndarray) -> pl.Series:
+    """Python objects as text, one value at a time: ``None`` and float NaN (and pandas' NA/NaT)
+    are null, text stays, bytes are decoded as UTF-8 (invalid bytes replaced), booleans read
+    ``true``/``false`` and anything else its ``str``. The schema then parses each value for its
+    column: a number from ``"41"``, a label from ``"South"``, and ``null`` from what does not parse.
+
+    >>> _object_text(np.array([1, "a", None, 2**70, b"\\xff", True, float("nan")], dtype=object)).to_list()[:4]
+    ['1', 'a', None, '1180591620717411303424']
+    """
+    out: list[str | None] = []
+    for v in values.tolist():
+        if v is None or (isinstance(v, float) and v != v) or type(v).__name__ in ("NAType", "NaTType"):
+            out.append(None)
+        elif isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, (bytes, bytearray)):
+            out.append(bytes(v).decode("utf-8", "replace"))
+        elif isinstance(v, (bool, np.bool_)):
+            out.append("true" if v else "false")
+        else:
+            try:
+                out.append(str(v))
+            except Exception:  # noqa: BLE001 - an object whose str fails reads as null
+                out.append(None)
+    return pl.Series(out, dtype=pl.String)
 
 
 def _is_table(x: Any) -> bool:
@@ -144,12 +187,12 @@ def make_table_sum_and_count(
     names = list(schema.columns)
 
     def function(data: Any) -> tuple[np.ndarray, int]:
-        lf = as_frame(data, names)
+        lf = as_frame(data, names, text_csv=True)
         present = set(lf.collect_schema().names())
         # a column the table lacks reads as nulls (the schema then maps them to public values)
         cols = [pl.col(c) if c in present else pl.lit(None).alias(c) for c in names]
         total, rows = Accumulator(feature_map.num_features), 0
-        for batch in lf.select(cols).collect_batches(chunk_size=batch_rows, maintain_order=False):
+        for batch in stream_frames(lf.select(cols), batch_rows):
             if not batch.height:
                 continue
             X = schema.encode(batch)

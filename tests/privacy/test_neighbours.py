@@ -397,3 +397,20 @@ def test_schema_release_same_kind_of_outcome(kind):
         assert kind in ("null x", "nan x", "+inf x"), (kind, e)
         return
     assert isinstance(out, dps.Sketch) and kind not in ("null x", "nan x", "+inf x")
+
+
+@pytest.mark.parametrize("kind", list(ADVERSARIAL))
+def test_jl_projection_chained_into_a_release_takes_any_row(base, kind):
+    """The JL projection runs inside the measurement: a NaN, ±inf or ±1e308 row (outside the
+    box domain) is clipped into the box like ``make_box_clip`` does, never raised on or warned
+    about; the projected neighbour adds exactly one row inside the output bounds."""
+    dom = dps.box_domain(BOX, num_columns=D)
+    t = dps.make_jl_projection(dom, dp.symmetric_distance(), output_dim=2, seed=5)
+    meas = t >> dps.then_private_sketch(dp.max_divergence(), dps.RFF(dim=2, num_features=8, seed=1), 1.0)
+    X2 = _neighbour(base, ADVERSARIAL[kind])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Y, Y2 = t(base), t(X2)
+        assert isinstance(meas(base), dps.Sketch) and isinstance(meas(X2), dps.Sketch)
+    lo, hi = t.output_domain.descriptor.bounds
+    assert np.array_equal(Y2[:-1], Y) and ((Y2[-1] >= lo) & (Y2[-1] <= hi)).all()

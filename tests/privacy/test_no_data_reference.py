@@ -82,3 +82,14 @@ def test_an_estimator_chained_into_a_measurement_holds_no_data():
     est = (meas >> dps.then_m2m(None, n_samples=500))(X)
     assert isinstance(est, dps.M2M) and not hasattr(est, "__opendp_dict__")
     _holds_no_data(est.sketch)
+
+
+def test_a_frame_chained_into_a_measurement_holds_no_data():
+    X = np.random.default_rng(2).uniform(0, 1, size=(400, 2))
+    fm = dps.Histogram(bounds=(0, 1), bins=4, dim=2)
+    meas = dps.make_private_sketch(
+        dps.box_domain((0, 1), 2), dp.symmetric_distance(), dp.max_divergence(), fm, scale=2.0
+    )
+    frame = (meas >> dps.then_m2m("weighted_frame", n_samples=500))(X)
+    assert isinstance(frame, pl.DataFrame) and frame.height > 0
+    assert not hasattr(frame, "__opendp_dict__")
