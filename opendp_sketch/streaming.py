@@ -112,7 +112,10 @@ def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
     (1, 201)
     """
     source = os.fspath(path)
-    inferred = pl.scan_csv(source, truncate_ragged_lines=True).collect_schema()
+    try:
+        inferred = pl.scan_csv(source, truncate_ragged_lines=True).collect_schema()
+    except pl.exceptions.PolarsError:  # an empty file, or no header: the read reports it later
+        return pl.scan_csv(source, infer_schema=False, truncate_ragged_lines=True)
     types = {c: pl.Float64 if t.is_float() else t for c, t in inferred.items()}
     text = pl.scan_csv(source, infer_schema=False, truncate_ragged_lines=True)
     return text.with_columns([pl.col(c).cast(t, strict=False) for c, t in types.items() if t != pl.String])
