@@ -1,5 +1,6 @@
 """The ``opendp-sketch`` command line: ``release`` (CSV/Parquet → sketch file), ``query`` (sketch
-file → estimates), ``inspect`` (what a sketch file holds) and ``demo`` (generated data).
+file → estimates), ``plot`` (sketch file → figure), ``inspect`` (what a sketch file holds) and
+``demo`` (generated data).
 
 Exit codes: 0 on success, 2 on a usage error or bad input (a message on stderr that never shows a
 data value; nothing is released).
@@ -22,12 +23,15 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
+from .schema import Boolean, Categorical
+
 __all__ = ["main"]
 
 _DESCRIPTION = (
     "Release a table once as a differentially private sketch, then answer analyses from it. "
     "Commands: release (CSV/Parquet -> sketch file), query (sketch file -> estimates), "
-    "inspect (what a sketch file holds), demo (generated data). Exit code 2 on bad input: "
+    "plot (sketch file -> figure), inspect (what a sketch file holds), demo (one sketch of generated "
+    "data). Exit code 2 on bad input: "
     "the message never shows a data value, and nothing is released."
 )
 
@@ -145,28 +149,81 @@ def _inspect(args: argparse.Namespace) -> int:
         "bounds": sk.bounds,
         "column_names": sk.column_names,
     }
+    if sk.schema is not None:  # the public schema: each column's kind and range or labels
+        info["schema"] = sk.schema
     print(json.dumps(info, indent=2, default=str))
     return 0
 
 
 def _load_schema(args: argparse.Namespace) -> Any:
     """The ``--schema`` file (one JSON layout with the Python API; ``{"name": [lower, upper]}``
-    still reads as numeric), with ``--impute`` filling numeric columns that have no null rule."""
+    still reads as numeric), with ``--impute`` filling numeric columns: ``--impute COL=V`` that
+    column (over the file's rule), a bare ``--impute V`` every numeric column without a rule."""
     import opendp_sketch as dps
 
     schema = dps.Schema.from_json(args.schema)
-    if args.impute is None:
+    if not args.impute:
         return schema
     spec = schema.to_dict()
+    every, per = _parse_impute(args.impute, spec["columns"])
     for name, col in spec["columns"].items():
-        if col["type"] == "numeric" and "impute" not in col:
-            lo, hi = col["range"]
-            if not lo <= args.impute <= hi:
+        if col["type"] != "numeric" or (name not in per and (every is None or "impute" in col)):
+            continue
+        value = per.get(name, every)
+        lo, hi = col["range"]
+        if not lo <= value <= hi:
+            if name in per:
                 raise ValueError(
-                    f"--impute {args.impute} is outside the public range [{lo}, {hi}] of column {name!r}"
+                    f"--impute {name}={value:g} is outside the public range [{lo}, {hi}] of column {name!r}"
                 )
-            col["impute"] = args.impute
+            raise ValueError(
+                f"--impute {value:g} is outside the public range [{lo}, {hi}] of column {name!r}: a single "
+                f"value fills every numeric column; give this one its own with --impute {name}=V "
+                f"(V in [{lo}, {hi}])"
+            )
+        col["impute"] = value
     return dps.Schema.from_dict(spec)
+
+
+def _parse_impute(texts: Sequence[str], columns: dict[str, Any]) -> tuple[float | None, dict[str, float]]:
+    """``--impute`` values: at most one bare ``V`` (every numeric column) and ``COL=V`` per column.
+
+    >>> _parse_impute(["0", "age=18"], {"age": {"type": "numeric"}, "x": {"type": "numeric"}})
+    (0.0, {'age': 18.0})
+    """
+    every: float | None = None
+    per: dict[str, float] = {}
+    for text in texts:
+        name, sep, raw = text.rpartition("=")
+        name = name.strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise ValueError(
+                f"--impute {text!r} must be a number V (every numeric column) or COL=V (one column)"
+            )
+        if not sep:
+            if every is not None:
+                raise ValueError(
+                    "--impute V is given twice; give one value for every numeric column, and COL=V for the others"
+                )
+            every = value
+            continue
+        if name not in columns:
+            raise ValueError(
+                f"--impute {text!r}: column {name!r} is not in the schema (columns: {list(columns)})"
+            )
+        if columns[name]["type"] != "numeric":
+            raise ValueError(
+                f"--impute {text!r}: column {name!r} is {columns[name]['type']}; its missing values take a "
+                'null rule in the schema file ("null": "category" or a label)'
+            )
+        if name in per:
+            raise ValueError(f"--impute {name}=V is given twice")
+        per[name] = value
+    return every, per
 
 
 def _feature_map(args: argparse.Namespace, schema: Any) -> Any:
@@ -253,11 +310,11 @@ def _release(args: argparse.Namespace) -> int:
 #: Python keyword → the CLI flag that sets it, so errors name what the user can type
 _FLAGS = {
     "impute value (Numeric(..., impute=v)) or null='category' / a label to read them as": (
-        'impute value ("impute": v in the schema file, or --impute v for every numeric column) or '
+        'impute value ("impute": v in the schema file, or --impute COL=v, or --impute v for every numeric column) or '
         '"null": "category" / a label to read them as'
     ),
-    "impute=<public value>": "--impute <public value>",
-    "impute=<public value(s)>": "--impute <public value>",
+    "impute=<public value>": "--impute COL=<public value>",
+    "impute=<public value(s)>": "--impute COL=<public value>",
     "impute=": "--impute ",
     "epsilon (optionally with delta) or rho": "--epsilon (optionally with --delta) or --rho",
     "data is empty (0 rows)": "the file has no rows (a header only?)",
@@ -271,11 +328,78 @@ def _in_cli_words(message: str) -> str:
     return message
 
 
-def _parse_points(text: str) -> list[float]:
+def _parse_points(text: str, where: str = "points") -> list[float]:
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"points ({text!r}) must be comma-separated numbers") from None
+        raise ValueError(f"{where}: values ({text!r}) must be comma-separated numbers") from None
+    if not values:
+        raise ValueError(f"{where}: give at least one value after '='")
+    return values
+
+
+def _sketch_schema(sk: Any) -> Any:
+    """The public schema a sketch file records, or None."""
+    from .schema import Schema
+
+    return None if sk.schema is None else Schema.from_dict(sk.schema)
+
+
+def _column_names(sk: Any) -> list[str]:
+    """The sketch's column names (``x0, x1, …`` when it records none)."""
+    from .estimators.m2m import default_column_names
+
+    return list(sk.column_names) if sk.column_names else default_column_names(sk.feature_map)
+
+
+def _check_column(name: str, names: Sequence[str], flag: str, usage: str | None = None) -> None:
+    """Refuse a column the sketch does not have, naming its columns (or the flag's layout)."""
+    if not name and usage is not None:
+        raise ValueError(usage)
+    if name not in names:
+        raise ValueError(f"{flag}: column {name!r} is not in the sketch (columns: {list(names)})")
+
+
+def _parse_kde_point(text: str, names: Sequence[str], schema: Any) -> tuple[list[Any], list[float]]:
+    """A ``--kde`` point in the table's units and labels: ``(as given, encoded coordinates)``.
+    With a schema each value is read by its column: a label of a categorical column, true/false
+    (or 1/0) of a boolean one, a number otherwise; without one, numbers as the sketch's coordinates.
+
+    >>> from opendp_sketch.schema import Schema
+    >>> _parse_kde_point("40,South", ["age", "region"], Schema({"age": (0, 80), "region": ["North", "South"]}))
+    ([40.0, 'South'], [0.5, 1.0])
+    """
+    values = [v.strip() for v in text.split(",")]
+    if schema is None:
+        numbers = _parse_points(text, f"--kde {text!r}")
+        return list(numbers), numbers
+    if len(values) != len(schema):
+        raise ValueError(f"--kde {text!r} needs {len(schema)} values, one per column {schema.columns}")
+    point: list[Any] = []
+    coords: list[float] = []
+    for name, raw in zip(schema.columns, values):
+        col = schema[name]
+        if isinstance(col, Categorical):
+            if raw not in col.labels:
+                raise ValueError(f"--kde {text!r}: value for {name!r} must be one of {list(col.labels)}")
+            point.append(raw)
+            coords.append(float(col.labels.index(raw)))
+        elif isinstance(col, Boolean):
+            flag = {"true": 1.0, "1": 1.0, "false": 0.0, "0": 0.0}.get(raw.lower())
+            if flag is None:
+                raise ValueError(f"--kde {text!r}: value for {name!r} must be true or false")
+            point.append(bool(flag))
+            coords.append(flag)
+        else:
+            try:
+                number = float(raw)
+            except ValueError:
+                number = math.nan
+            if not math.isfinite(number):
+                raise ValueError(f"--kde {text!r}: value for {name!r} must be a number")
+            point.append(number)
+            coords.append(float(schema.to_unit(name, [number])[0]))
+    return point, coords
 
 
 def _load_sketch(path: str) -> Any:
@@ -375,17 +499,67 @@ def _query(args: argparse.Namespace) -> int:
 
     from .estimators.compressive import CompressiveKMeans
     from .estimators.kde import KDE
+    from .estimators.queries import sql_predicate
 
     sk = _load_sketch(args.sketch)
-    rows: list[dict[str, object]] = []
-    needs_m2m = args.mean or args.cdf or args.quantile or args.count or args.shares or args.group_mean
-    est: Any = _decode(sk, args.sketch, args.n_samples, args.progress) if needs_m2m else None
-    schema = None if sk.schema is None else est.schema if est is not None else None
-    if schema is None and sk.schema is not None:
-        from .schema import Schema
-
-        schema = Schema.from_dict(sk.schema)
+    schema = _sketch_schema(sk)
+    names = _column_names(sk)
     level = args.interval
+    # every argument is checked on the file's public parts before the decoder runs
+    if level is not None and not 0 < level < 1:
+        raise ValueError(f"--interval ({level}) must be a level in (0, 1), e.g. 0.95")
+    if not (args.mean or args.shares or args.group_mean or args.cdf or args.quantile or args.count):
+        if not (args.kde or args.kmeans is not None):
+            raise ValueError(
+                "ask for at least one of --mean, --shares, --group-mean, --cdf, --quantile, --count, --kde, --kmeans"
+            )
+    for col in args.shares or []:
+        _check_column(col, names, "--shares")
+        if schema is None or schema[col].cardinality is None:
+            raise ValueError(
+                f"--shares {col}: shares need a categorical or boolean column of a schema sketch; "
+                f"for a numeric column ask --cdf {col}=T1,T2 or --quantile {col}=0.5"
+            )
+    group_means = []
+    for spec in args.group_mean or []:
+        by, _, col = spec.partition("=")
+        if not col:
+            raise ValueError(f"--group-mean {spec!r} must be BY=COLUMN, e.g. sector=income")
+        _check_column(by, names, "--group-mean")
+        _check_column(col, names, "--group-mean")
+        group_means.append((by, col))
+    cdfs = []
+    for spec in args.cdf or []:
+        col, _, pts = spec.partition("=")
+        _check_column(col, names, "--cdf", f"--cdf {spec!r} must be COL=T1,T2, e.g. age=30,40")
+        points = _parse_points(pts, f"--cdf {spec!r}")
+        if any(math.isnan(t) for t in points):
+            raise ValueError(f"--cdf {spec!r}: points must be numbers, not NaN")
+        cdfs.append((col, points))
+    quantiles = []
+    for spec in args.quantile or []:
+        col, _, qs = spec.partition("=")
+        _check_column(col, names, "--quantile", f"--quantile {spec!r} must be COL=Q1,Q2, e.g. age=0.5")
+        levels = _parse_points(qs, f"--quantile {spec!r}")
+        if not all(0 <= q <= 1 for q in levels):
+            raise ValueError(f"--quantile {spec!r}: levels must be in [0, 1], e.g. {col}=0.25,0.5,0.75")
+        if schema is not None and isinstance(schema[col], Categorical):
+            raise ValueError(
+                f"--quantile {spec!r}: column {col!r} is categorical (its labels have no order); "
+                f"ask --shares {col} for each label's share, or --count \"{col} = 'LABEL'\" for its rows"
+            )
+        quantiles.append((col, levels))
+    counts = []
+    for text in args.count or []:
+        try:
+            counts.append((text, sql_predicate(text, names, schema)))
+        except ValueError as e:
+            raise ValueError(f"--count: {e}") from None
+    kdes = [_parse_kde_point(text, names, schema) for text in args.kde or []]
+
+    rows: list[dict[str, object]] = []
+    needs_m2m = args.mean or cdfs or quantiles or counts or args.shares or group_means
+    est: Any = _decode(sk, args.sketch, args.n_samples, args.progress) if needs_m2m else None
 
     def answer(value: Any, i: int | None = None) -> dict[str, object]:
         """The value, and with --interval its bounds and whether a released block holds it."""
@@ -410,10 +584,7 @@ def _query(args: argparse.Namespace) -> int:
             rows.append(
                 {"query": "share", "column": col, "point": row[col], "value": float(row["share"]), **bounds}
             )
-    for spec in args.group_mean or []:
-        by, _, col = spec.partition("=")
-        if not col:
-            raise ValueError(f"--group-mean {spec!r} must be BY=COLUMN, e.g. sector=income")
+    for by, col in group_means:
         for row in est.group_mean(by, col, interval=level).iter_rows(named=True):
             label, share = row[by], row["share"]
             extra = {k: row[k] for k in ("low", "high", "supported") if k in row}
@@ -427,36 +598,18 @@ def _query(args: argparse.Namespace) -> int:
                 }
             )
             _warn_if_group_is_noise(sk, f"{by}={'(null)' if label is None else label}", share)
-    for spec in args.cdf or []:
-        col, _, pts = spec.partition("=")
-        points = _parse_points(pts)
+    for col, points in cdfs:
         cdf = est.cdf(col, points, interval=level) if level else est.cdf(col, points)
         for i, t in enumerate(points):
             rows.append({"query": "cdf", "column": col, "point": t, **answer(cdf, i)})
-    for spec in args.quantile or []:
-        col, _, qs = spec.partition("=")
-        levels = _parse_points(qs)
+    for col, levels in quantiles:
         quant = est.quantile(col, levels, interval=level) if level else est.quantile(col, levels)
         for i, q in enumerate(levels):
             rows.append({"query": "quantile", "column": col, "point": q, **answer(quant, i)})
-    for text in args.count or []:
-        try:
-            expr = pl.sql_expr(text)
-        except Exception:  # noqa: BLE001 - Polars raises several SQL error types
-            raise ValueError(
-                f"--count {text!r} is not a SQL predicate over the columns {est.columns}"
-            ) from None
+    for text, expr in counts:
         count = est.count(expr, interval=level) if level else est.count(expr)
         rows.append({"query": "count", "column": text, "point": None, **answer(count)})
-    for text in args.kde or []:
-        point = _parse_points(text)
-        coords = point
-        if schema is not None:  # a point in the table's units -> the sketch's encoded coordinates
-            if len(point) != len(schema):
-                raise ValueError(
-                    f"--kde {text!r} needs {len(schema)} values, one per column {schema.columns}"
-                )
-            coords = [float(schema.to_unit(c, [v])[0]) for c, v in zip(schema.columns, point)]
+    for point, coords in kdes:
         rows.append({"query": "kde", "column": None, "point": point, "value": float(KDE(sk)([coords])[0])})
     if args.kmeans is not None:
         km = CompressiveKMeans(args.kmeans, n_restarts=args.restarts).fit(sk)
@@ -465,10 +618,6 @@ def _query(args: argparse.Namespace) -> int:
             centres = schema.decode(centres).rows()
         for j, (c, w) in enumerate(zip(centres, km.weights_)):
             rows.append({"query": "kmeans", "column": f"cluster {j}", "point": list(c), "value": float(w)})
-    if not rows:
-        raise ValueError(
-            "ask for at least one of --mean, --shares, --group-mean, --cdf, --quantile, --count, --kde, --kmeans"
-        )
     keys = list(dict.fromkeys(k for r in rows for k in r))
     rows = [{k: r.get(k) for k in keys} for r in rows]
     if args.format == "json":
@@ -532,12 +681,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     fmt = _DefaultsShown
     p_demo = sub.add_parser(
-        "demo", help="release sketches of generated data and print estimates", formatter_class=fmt
+        "demo", help="release one sketch of generated data and print estimates", formatter_class=fmt
     )
     p_demo.add_argument("--n", type=int, default=200_000, help="rows to generate")
     p_demo.add_argument("--epsilon", type=float, default=1.0, help="total privacy budget ε")
     p_demo.add_argument("--seed", type=int, default=0, help="seed of the data and the public maps")
-    p_demo.add_argument("--out", help="directory to save the released sketches in")
+    p_demo.add_argument("--out", help="directory to save the released sketch in (as demo.sketch)")
     p_demo.set_defaults(func=_demo)
     p_insp = sub.add_parser(
         "inspect", help="show what a sketch file holds and its privacy parameters", formatter_class=fmt
@@ -601,8 +750,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_rel.add_argument("--seed", type=int, default=0, help="seed of the public map")
     p_rel.add_argument(
         "--impute",
-        type=float,
-        help="public value replacing missing numeric values (inside each column's range)",
+        action="append",
+        metavar="[COL=]V",
+        help="public value replacing missing numeric values: COL=V for one column (repeatable; inside "
+        "its range), or a single V for every numeric column without a rule (inside each range)",
     )
     p_rel.add_argument(
         "--progress",
@@ -623,13 +774,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_q.add_argument(
         "--group-mean", action="append", metavar="BY=COL", help="mean of COL within each label of BY"
     )
-    p_q.add_argument("--cdf", action="append", metavar="COL=T1,T2", help="CDF of a column at points")
-    p_q.add_argument("--quantile", action="append", metavar="COL=Q1,Q2", help="quantiles of a column")
     p_q.add_argument(
-        "--count", action="append", metavar="SQL", help='rows satisfying a predicate, e.g. "age > 30"'
+        "--cdf",
+        action="append",
+        metavar="COL=T1,T2",
+        help="CDF of a column at points (0 below its public range, 1 above)",
+    )
+    p_q.add_argument("--quantile", action="append", metavar="COL=Q1,Q2", help="quantiles of a numeric column")
+    p_q.add_argument(
+        "--count",
+        action="append",
+        metavar="SQL",
+        help="rows satisfying a predicate, e.g. \"age > 30 AND sex = 'F'\" (labels are checked against the schema)",
     )
     p_q.add_argument(
-        "--kde", action="append", metavar="X1,X2,...", help="kernel density at a point (RFF/RACE)"
+        "--kde",
+        action="append",
+        metavar="X1,X2,...",
+        help="kernel density at a point, one value per column: a label for a categorical column, "
+        "a number otherwise (RFF/RACE)",
     )
     p_q.add_argument(
         "--kmeans", type=int, metavar="K", help="K cluster centres (value: cluster weight; RFF sketches)"
@@ -642,7 +805,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--interval",
         type=float,
         metavar="LEVEL",
-        help="bounds at this level (e.g. 0.95) for --mean, --shares, --group-mean, --cdf and --count from the released cells; "
+        help="bounds at this level (e.g. 0.95) for --mean, --shares, --group-mean, --cdf, --quantile and --count from the "
+        "released cells (each holds its value); "
         "answers no released block holds are flagged (marginal and histogram sketches)",
     )
     p_q.add_argument("--format", choices=["table", "json", "csv"], default="table")

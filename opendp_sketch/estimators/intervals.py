@@ -29,6 +29,11 @@ them in. A query is **supported** when the chosen block holds it exactly (``f̲_
 every cell with probes), so the interval is noise only. An unsupported answer is flagged: its interval
 is a worst-case bound, not a noise band.
 
+**The value inside.** The bounds here are one block's; :class:`~opendp_sketch.M2M` reports its
+decoder's value (which draws on every block) with them, and where that block's noise put a
+bound past the value it moves that bound out to the value, so ``low ≤ value ≤ high`` holds for
+every reported interval and the coverage can only rise.
+
 **Privacy.** Reads the released sums, the recorded noise variance, the public map and the
 decoder's points: post-processing. Nothing here raises on released values (a non-positive
 total gives the trivial interval).
@@ -60,9 +65,10 @@ __all__ = [
 
 class Interval(NamedTuple):
     """An answer with its interval: ``value`` (the decoder's estimate), ``low`` and ``high`` (the
-    bounds at the requested level) and ``supported`` (``True`` when one released block holds the
-    query exactly, so the width is noise only; ``False``: a worst-case bound over what the
-    released cells allow). Scalars for one query, arrays for several."""
+    bounds at the requested level, ``low ≤ value ≤ high``) and ``supported`` (``True`` when one
+    released block holds the query exactly, so the width is noise only, up to the widening that
+    keeps the value inside; ``False``: a worst-case bound over what the released cells allow).
+    Scalars for one query, arrays for several."""
 
     value: Any
     low: Any

@@ -42,6 +42,7 @@ from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
 from .intervals import CellIndex, Interval, cell_intervals, probe_points, require_cells
+from .queries import as_expressions
 from .synthetic import SyntheticDecoder, cell_edges
 
 __all__ = ["M2M", "Prior"]
@@ -50,7 +51,7 @@ _METHODS = ("synthetic", "ridge")
 
 #: A user prior: ``prior(n, rng) -> (n, d)`` array of public points inside the box.
 Prior = Callable[[int, np.random.Generator], np.ndarray]
-Query = Callable[[np.ndarray], Any] | pl.Expr | Sequence[pl.Expr]
+Query = Callable[[np.ndarray], Any] | pl.Expr | str | Sequence[pl.Expr | str]
 
 _CHUNK = 8192
 _N_CDF_REF = 8
@@ -477,6 +478,7 @@ class M2M(ForgetsCallInput):
         """``f`` evaluated on the samples (or on the probe points) as an ``(ns, k)`` float array."""
         frame, user = self._probe_view() if probes else (self._sample_frame(), self._user)
         ns = user.shape[0]
+        f = as_expressions(f, self.columns, self.schema)  # SQL text; labels checked against the schema
         if isinstance(f, pl.Expr) or (
             isinstance(f, (list, tuple)) and f and all(isinstance(e, pl.Expr) for e in f)
         ):
@@ -513,7 +515,8 @@ class M2M(ForgetsCallInput):
             F = F.astype(np.float64)
         else:
             raise ValueError(
-                "a query must be a vectorised function of an (ns, d) array or a Polars expression"
+                "a query must be a vectorised function of an (ns, d) array, a Polars expression or "
+                "SQL text such as \"region = 'South'\""
             )
         if not np.isfinite(F).all():
             raise ValueError("the query returned NaN or infinite values on points inside the bounds")
@@ -546,7 +549,8 @@ class M2M(ForgetsCallInput):
             index = self._cell_index()
             Fp = np.vstack([F, probe()])
             low, high, supported = cell_intervals(self.sketch, index, Fp, level=interval, kind=kind)
-            return Interval(value, low.reshape(shape), high.reshape(shape), supported.reshape(shape))
+            low, high = _around(value, low.reshape(shape), high.reshape(shape))
+            return Interval(value, low, high, supported.reshape(shape))
         if not return_std:
             return value
         if self.method != "ridge":
@@ -557,12 +561,21 @@ class M2M(ForgetsCallInput):
         r"""Estimate of ``(1/n) Σ f(x_i)``.
 
         :param f: a vectorised function (``(ns, d)`` array → ``(ns,)`` or ``(ns, k)``), a Polars
-            expression over the sketch's column names, or a list of expressions
+            expression over the sketch's column names, SQL text (``"age * (region = 'South')"``,
+            read by ``pl.sql_expr`` as the CLI does), or a list of expressions or SQL texts. With a
+            schema, a string compared with a categorical column (``==``, ``!=``, ``is_in``; SQL
+            ``=``, ``<>``, ``IN``) must be one of its labels: a typo raises instead of counting
+            nothing (:mod:`~opendp_sketch.estimators.queries` says which forms are checked)
         :param return_std: ridge only: also return the standard deviation of the DP-noise term
         :param interval: a level such as ``0.95``: return an :class:`Interval` (value, low, high,
             supported) bracketing the answer by the released cells (marginal and histogram
-            sketches; see :mod:`~opendp_sketch.estimators.intervals`)
+            sketches; see :mod:`~opendp_sketch.estimators.intervals`). The interval always holds
+            ``value``: the bounds come from one released block and the value from all of them,
+            so where that block's noise put its bounds past the value, the side that misses it is
+            moved out to the value (coverage can only rise)
         :return: a float (one output) or an array of ``k``; with ``return_std`` a pair
+        :raises ValueError: for a query that cannot be evaluated, SQL Polars cannot parse,
+            unknown columns, or a label not among a categorical column's labels
         """
         F = self._values(f)
         shape: tuple[int, ...] = () if F.shape[1] == 1 else (F.shape[1],)
@@ -573,11 +586,14 @@ class M2M(ForgetsCallInput):
     def count(self, predicate: Query, *, return_std: bool = False, interval: float | None = None) -> Any:
         """Estimated number of rows satisfying ``predicate`` (``n̂`` times its estimated frequency).
 
-        :param predicate: vectorised boolean function of an ``(ns, d)`` array, or a Polars expression
+        :param predicate: vectorised boolean function of an ``(ns, d)`` array, a Polars
+            expression, or a SQL predicate such as ``"region = 'South' AND age > 30"`` (read by
+            ``pl.sql_expr``, as the CLI's ``--count``); labels are checked as in :meth:`expect`
         :param interval: a level such as ``0.95``: return an :class:`Interval` whose bounds count
             rows from the released cells (no row count needed); ``supported=False`` flags a count
             no released block holds (e.g. three columns when only pairs were measured): its
-            interval is the range the cells allow, not a noise band
+            interval is the range the cells allow, not a noise band. The interval always holds
+            the value (see :meth:`expect`)
 
         >>> import numpy as np, polars as pl, opendp_sketch as dps
         >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=1)
@@ -591,6 +607,8 @@ class M2M(ForgetsCallInput):
         >>> iv = est.count(pl.col("x") < 0.6, interval=0.95)   # cuts a bin: 30 to 60 rows, ± noise
         >>> round(iv.low, 1), round(iv.high, 1), iv.supported
         (24.5, 66.8, False)
+        >>> round(est.count("x < 0.5"))                         # SQL text works too
+        30
         """
         F = self._values(predicate)
         shape: tuple[int, ...] = () if F.shape[1] == 1 else (F.shape[1],)
@@ -713,9 +731,10 @@ class M2M(ForgetsCallInput):
         with np.errstate(divide="ignore", invalid="ignore"):
             low = np.where(den.high > 0, lo + np.maximum(num.low, 0) / den.high, lo)
             high = np.where(den.low > 0, lo + num.high / den.low, hi)
+        low, high = _around(out[column].to_numpy(), np.clip(low, lo, hi), np.clip(high, lo, hi))
         return out.with_columns(
-            low=pl.Series(np.clip(low, lo, hi)),
-            high=pl.Series(np.clip(high, lo, hi)),
+            low=pl.Series(low, dtype=pl.Float64),
+            high=pl.Series(high, dtype=pl.Float64),
             supported=pl.Series(num.supported & den.supported),
         )
 
@@ -725,23 +744,46 @@ class M2M(ForgetsCallInput):
         """Estimated ``P(x_column ≤ t)`` at each point ``t`` (ridge: raw linear estimates, not clipped;
         ``interval``: see :meth:`expect`).
 
-        :raises ValueError: if a point is outside the column's bounds
+        A point below the column's public range gets exactly 0 and one above it exactly 1 (every
+        row lies in the range; with ``interval``, a supported point interval; with
+        ``return_std``, a std of 0).
+
+        >>> import numpy as np, opendp_sketch as dps
+        >>> fm = dps.Histogram(bounds=(0, 1), bins=4, dim=1)
+        >>> sk = dps.Sketch(fm, np.array([10, 20, 30, 40]), 100, bounds=([0.0], [1.0]))
+        >>> dps.M2M(sk, n_samples=1000).cdf(0, [-5, 0.5, 7]).round(2).tolist()
+        [0.0, 0.3, 1.0]
+
+        :raises ValueError: for a NaN point
         """
         j = self._column_index(column)
         t = np.atleast_1d(np.asarray(points, dtype=np.float64))
         lo, hi = self._lo_user[j], self._hi_user[j]
-        if t.ndim != 1 or not np.isfinite(t).all() or (t < lo).any() or (t > hi).any():
-            raise ValueError(
-                f"points must be finite and inside the bounds of {self.columns[j]!r}: [{lo}, {hi}]"
-            )
+        if t.ndim != 1 or np.isnan(t).any():
+            raise ValueError(f"points of {self.columns[j]!r} must be numbers (not NaN), in a flat list")
+        below, above = t < lo, t > hi
         if return_std or interval is not None:
             F = (self._user[:, j][:, None] <= t).astype(np.float64)
             probe = lambda: (self._probe_view()[1][:, j][:, None] <= t).astype(np.float64)  # noqa: E731
-            return self._answer(F, 1.0, t.shape, return_std, interval, probe=probe)
+            ans = self._answer(F, 1.0, t.shape, return_std, interval, probe=probe)
+            outside = below | above
+            if not outside.any():
+                return ans
+            exact = np.where(above, 1.0, 0.0)
+            if isinstance(ans, Interval):  # every row is at or below a point above the range
+                return Interval(
+                    np.where(outside, exact, ans.value),
+                    np.where(outside, exact, ans.low),
+                    np.where(outside, exact, ans.high),
+                    np.where(outside, True, ans.supported),
+                )
+            value, std = ans
+            return np.where(outside, exact, value), np.where(outside, 0.0, std)
         xs, cw = self._sorted_column(j)
         out = cw[np.searchsorted(xs, t, side="right")]
         # a distribution's CDF: rounding of the cumulative sum may not leave [0, 1]
-        return np.clip(out, 0.0, 1.0) if self.method == "synthetic" else out
+        out = np.clip(out, 0.0, 1.0) if self.method == "synthetic" else out
+        return np.where(below, 0.0, np.where(above, 1.0, out))
 
     def _sorted_column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         if j not in self._sorted:
@@ -767,6 +809,9 @@ class M2M(ForgetsCallInput):
         so the quantile lies at or below the first edge that does. Both hold with probability at
         least ``level``; ``supported`` is ``False`` (a bound at the cells' resolution).
 
+        A categorical column is refused (its labels have no order): :meth:`shares` gives each
+        label's share and :meth:`count` its rows.
+
         >>> import numpy as np, opendp_sketch as dps
         >>> fm = dps.Histogram(bounds=(0, 1), bins=10, dim=1)
         >>> X = np.random.default_rng(0).beta(2, 5, (4000, 1))
@@ -775,8 +820,16 @@ class M2M(ForgetsCallInput):
         >>> iv = dps.M2M(sk, n_samples=5000).quantile(0, 0.5, interval=0.95)
         >>> bool(iv.low <= np.median(X) <= iv.high), round(float(iv.high - iv.low), 1)
         (True, 0.2)
+
+        :raises ValueError: for levels outside ``[0, 1]`` or a categorical column
         """
         j = self._column_index(column)
+        name = self.columns[j]
+        if self.schema is not None and isinstance(self.schema[name], Categorical):
+            raise ValueError(
+                f"column {name!r} is categorical: its labels have no order, so it has no quantiles; "
+                f"use shares({name!r}) for each label's share, or count(pl.col({name!r}) == label) for its rows"
+            )
         q = np.atleast_1d(np.asarray(qs, dtype=np.float64))
         if not (np.isfinite(q).all() and (q >= 0).all() and (q <= 1).all()):
             raise ValueError("quantile levels must be in [0, 1]")
@@ -938,6 +991,17 @@ def _scalar(out: Any) -> Any:
     if isinstance(out, np.bool_):
         return bool(out)
     return out
+
+
+def _around(value: Any, low: Any, high: Any) -> tuple[Any, Any]:
+    """Bounds widened to hold the value. The value draws on every released block and the bounds
+    on one, so a large noise draw in that block can leave the value outside them; moving the side
+    that misses it out to the value can only raise the coverage (a NaN value leaves them as is).
+
+    >>> [v.tolist() for v in _around(np.array([2.0, 5.0]), np.array([3.0, 1.0]), np.array([4.0, 4.0]))]
+    [[2.0, 1.0], [4.0, 5.0]]
+    """
+    return np.fmin(low, value), np.fmax(high, value)
 
 
 def _check_level(interval: Any, alternative: str = "") -> None:

@@ -39,8 +39,11 @@ def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95)
     name = est.columns[est.column_index(column)]
     if est.schema is not None and not isinstance(est.schema[name], Numeric):
         out = est.shares(name, interval=interval).rename({name: "label"})
-        if "low" in out.columns:  # shares lie in [0, 1]
-            out = out.with_columns(pl.col("low").clip(0.0, 1.0), pl.col("high").clip(0.0, 1.0))
+        if "low" in out.columns:  # shares lie in [0, 1]; the interval still holds the share
+            out = out.with_columns(
+                pl.min_horizontal(pl.col("low").clip(0.0, 1.0), "share"),
+                pl.max_horizontal(pl.col("high").clip(0.0, 1.0), "share"),
+            )
         return out
     edges, own = est.cell_edges(name)
     col = pl.col(name)
@@ -52,12 +55,49 @@ def column_shares(est: Any, column: str | int, *, interval: float | None = 0.95)
     if interval is None or not own or partitions(est.feature_map) is None:  # e.g. dyadic trees
         return out.with_columns(share=pl.Series(np.atleast_1d(est.expect(exprs)), dtype=pl.Float64))
     iv = est.expect(exprs, interval=interval)
+    share = np.atleast_1d(iv.value)
+    # shares lie in [0, 1]; the interval still holds the share (a ridge share may be negative)
+    low = np.minimum(np.clip(np.atleast_1d(iv.low), 0.0, 1.0), share)
+    high = np.maximum(np.clip(np.atleast_1d(iv.high), 0.0, 1.0), share)
     return out.with_columns(
-        share=pl.Series(np.atleast_1d(iv.value), dtype=pl.Float64),
-        low=pl.Series(np.clip(np.atleast_1d(iv.low), 0.0, 1.0), dtype=pl.Float64),  # shares lie in [0, 1]
-        high=pl.Series(np.clip(np.atleast_1d(iv.high), 0.0, 1.0), dtype=pl.Float64),
+        share=pl.Series(share, dtype=pl.Float64),
+        low=pl.Series(low, dtype=pl.Float64),
+        high=pl.Series(high, dtype=pl.Float64),
         supported=pl.Series(np.atleast_1d(iv.supported), dtype=pl.Boolean),
     )
+
+
+#: more labels than this on an axis: only every k-th is written, so at most about this many show
+MAX_TICK_LABELS = 30
+
+
+def label_ticks(ax: Any, labels: list[str], which: str = "x") -> None:
+    """Label ticks ``0 … k−1`` of an axis with ``labels``, readable however many there are: x
+    labels are slanted beyond 6 and upright (vertical) beyond 12, and beyond
+    :data:`MAX_TICK_LABELS` only every ``⌈k/30⌉``-th label is written (the ticks stay, one per bar).
+
+    >>> import matplotlib; _ = matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> _, ax = plt.subplots()
+    >>> label_ticks(ax, [f"state {i}" for i in range(53)])
+    >>> shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    >>> len(ax.get_xticks()), len(shown), shown[:3], ax.get_xticklabels()[0].get_rotation()
+    (53, 27, ['state 0', 'state 2', 'state 4'], 90.0)
+    >>> plt.close("all")
+    """
+    k = len(labels)
+    step = -(-k // MAX_TICK_LABELS)
+    shown = [label if i % step == 0 else "" for i, label in enumerate(labels)]
+    ticks = np.arange(k)
+    if which == "y":
+        ax.set_yticks(ticks, shown, fontsize=8 if k > 12 else None)
+        return
+    if k > 12:
+        ax.set_xticks(ticks, shown, rotation=90, ha="center", fontsize=8)
+    elif k > 6:
+        ax.set_xticks(ticks, shown, rotation=30, ha="right")
+    else:
+        ax.set_xticks(ticks, shown)
 
 
 def _per_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -95,8 +135,7 @@ class _Axis:
         set_label = ax.set_xlabel if which == "x" else ax.set_ylabel
         set_label(self.name)
         if self.labels is not None:
-            set_ticks = ax.set_xticks if which == "x" else ax.set_yticks
-            set_ticks(np.arange(len(self.labels)), self.labels)
+            label_ticks(ax, self.labels, which)
         elif self.log:
             _log_axis(ax.set_xscale if which == "x" else ax.set_yscale, self.edges)
 
@@ -158,17 +197,15 @@ def plot_column(est: Any, column: str | int, *, interval: float | None = 0.95, a
     has_iv = "low" in frame.columns
     hatch = None
     if has_iv:
-        # the bounds come from one released block, the bar from the joint fit, so a bar may end
-        # outside its interval: draw the interval itself, not an error around the bar
+        # the bounds come from one released block, the bar from the joint fit; the interval is
+        # widened to hold the bar (M2M.expect), so draw the interval itself, not an error bar
         low, high = frame["low"].to_numpy(), frame["high"].to_numpy()
         hatch = ["" if s else "//" for s in frame["supported"].to_list()]
     if "label" in frame.columns:
         labels = ["(null)" if v is None else str(v) for v in frame["label"].to_list()]
         x = np.arange(len(labels))
         bars = ax.bar(x, share, color="tab:blue", alpha=0.75, edgecolor="tab:blue")
-        ax.set_xticks(
-            x, labels, rotation=30 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center"
-        )
+        label_ticks(ax, labels)
         centres = x
     else:
         a, b = frame["low_edge"].to_numpy(), frame["high_edge"].to_numpy()

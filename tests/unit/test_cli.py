@@ -454,3 +454,133 @@ def test_plot_draws_every_column_and_refuses_before_decoding(table, capsys):
         err = capsys.readouterr().err
         assert message in err and "decoding" not in err
     assert not (table / "x.png").exists()
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    """A table with categorical columns and a column whose range excludes 0, released twice (the
+    default marginals, and RFF for --kde)."""
+    rng = np.random.default_rng(2)
+    n = 3000
+    pl.DataFrame(
+        {
+            "age": rng.integers(16, 99, n).astype(float),
+            "gender": rng.choice(["female", "male"], n),
+            "region": rng.choice(["Midwest", "South"], n),
+            "qob": rng.integers(1, 5, n).astype(float),
+        }
+    ).with_columns(
+        pl.when(pl.int_range(pl.len()) % 50 == 0).then(None).otherwise(pl.col("qob")).alias("qob")
+    ).write_csv(tmp_path / "m.csv")
+    dps.Schema(
+        {
+            "age": dps.Numeric(16, 99, integer=True),
+            "gender": ["female", "male"],
+            "region": ["Midwest", "South"],
+            "qob": dps.Numeric(1, 4),
+        }
+    ).to_json(tmp_path / "m.json")
+    return tmp_path
+
+
+def _release(path, *extra):
+    args = ["release", str(path / "m.csv"), "--schema", str(path / "m.json"), "--epsilon", "1", "--force"]
+    return main([*args, *extra])
+
+
+def test_impute_takes_one_value_per_column(mixed, capsys):
+    out = str(mixed / "m.sketch")
+    assert _release(mixed, "--out", out, "--impute", "0") == 2
+    err = capsys.readouterr().err
+    assert "--impute 0 is outside the public range [16, 99] of column 'age'" in err
+    assert "--impute age=V" in err and "decoding" not in err
+    assert _release(mixed, "--out", out, "--impute", "qob=0") == 2
+    assert "--impute qob=0 is outside the public range [1, 4] of column 'qob'" in capsys.readouterr().err
+    for bad, words in [
+        (["--impute", "region=1"], "column 'region' is categorical"),
+        (["--impute", "nope=1"], "column 'nope' is not in the schema"),
+        (["--impute", "qob=x"], "must be a number V (every numeric column) or COL=V"),
+        (["--impute", "1", "--impute", "2"], "--impute V is given twice"),
+    ]:
+        assert _release(mixed, "--out", out, *bad) == 2
+        assert words in capsys.readouterr().err
+    assert _release(mixed, "--out", out, "--impute", "qob=1", "--impute", "age=40") == 0
+    assert dps.Sketch.load(out).schema["columns"]["qob"]["impute"] == 1.0
+    assert _release(mixed, "--out", out, "--impute", "20", "--impute", "qob=2") == 0
+    columns = dps.Sketch.load(out).schema["columns"]
+    assert columns["qob"]["impute"] == 2.0 and columns["age"]["impute"] == 20.0
+
+
+def test_query_reads_values_by_column_and_checks_everything_before_decoding(mixed, capsys):
+    rff, marg = str(mixed / "r.sketch"), str(mixed / "d.sketch")
+    assert _release(mixed, "--out", rff, "--impute", "qob=1", "--map", "rff", "--features", "50") == 0
+    assert _release(mixed, "--out", marg, "--impute", "qob=1") == 0
+    capsys.readouterr()
+    assert main(["query", rff, "--kde", "40,female,South,2", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["point"] == [40.0, "female", "South", 2.0] and row["value"] > 0
+    labels = "['Midwest', 'South']"
+    for argv, words in [
+        ([rff, "--kde", "40,0,South,2"], "value for 'gender' must be one of ['female', 'male']"),
+        ([rff, "--kde", "40,female,Souht,2"], f"value for 'region' must be one of {labels}"),
+        ([rff, "--kde", "forty,female,South,2"], "value for 'age' must be a number"),
+        ([rff, "--kde", "40,female"], "needs 4 values"),
+        ([marg, "--count", "gender = 'Male'"], "'Male' is not a label of column 'gender'"),
+        (
+            [marg, "--count", "region IN ('South', 'Souht')"],
+            f"'Souht' is not a label of column 'region': its labels are {labels}",
+        ),
+        ([marg, "--count", "height > 3"], "names columns ['height']"),
+        ([marg, "--count", "age >>> 3"], "is not a SQL predicate"),
+        ([marg, "--quantile", "region=0.5"], "--shares region"),
+        ([marg, "--quantile", "age=1.5"], "levels must be in [0, 1]"),
+        ([marg, "--cdf", "nope=1"], "column 'nope' is not in the sketch"),
+        ([marg, "--cdf", "age=x"], "must be comma-separated numbers"),
+        ([marg, "--cdf", "age=nan"], "not NaN"),
+        ([marg, "--group-mean", "region=nope"], "column 'nope' is not in the sketch"),
+        ([marg, "--shares", "age"], "categorical or boolean column"),
+        ([marg, "--mean", "--interval", "1.5"], "--interval"),
+        ([marg], "ask for at least one of"),
+    ]:
+        assert main(["query", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert words in err and "decoding" not in err, (argv, err)
+    # points outside the public range: 0 below, 1 above
+    assert main(["query", marg, "--cdf", "age=0,12,120", "--format", "json", "--n-samples", "2000"]) == 0
+    assert [r["value"] for r in json.loads(capsys.readouterr().out)] == [0.0, 0.0, 1.0]
+
+
+def test_inspect_prints_the_schema(mixed, capsys):
+    out = str(mixed / "d.sketch")
+    assert _release(mixed, "--out", out, "--impute", "qob=1") == 0
+    capsys.readouterr()
+    assert main(["inspect", out]) == 0
+    columns = json.loads(capsys.readouterr().out)["schema"]["columns"]
+    assert columns["region"] == {"type": "categorical", "labels": ["Midwest", "South"]}
+    assert columns["age"]["type"] == "numeric" and columns["age"]["range"] == [16, 99]
+
+
+def _help(argv, capsys):
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return capsys.readouterr().out
+
+
+def test_help_and_the_command_line_page_agree(capsys):
+    """Every command is in the top-level help, and every option of every command is in
+    docs/cli.md's synopsis; the demo releases one sketch."""
+    import re
+    from pathlib import Path
+
+    top = _help([], capsys)
+    commands = ("release", "query", "plot", "inspect", "demo")
+    assert all(c in top.split("positional arguments")[0] for c in commands)
+    assert "sketches" not in _help(["demo"], capsys)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text().replace("--[no-]", "--")
+    synopsis = page.split("```")[1]
+    for command in commands:
+        line = re.search(rf"opendp-sketch {command} .*?(?=\nopendp-sketch|\Z)", synopsis, re.S)
+        assert line, command
+        for flag in set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", _help([command], capsys))) - {"--help"}:
+            shown = flag.replace("--no-", "--")
+            assert flag in line.group(0) or shown in line.group(0), (command, flag)

@@ -214,10 +214,17 @@ def test_unknown_columns_are_refused(est):
         est.expect(pl.col("price") * 2)
 
 
-def test_points_outside_the_box_are_refused(est):
-    with pytest.raises(ValueError, match=r"inside the bounds of 'a': \[0.0, 1.0\]"):
-        est.cdf("a", [0.5, 1.5])
-    with pytest.raises(ValueError, match="inside the bounds"):
+def test_cdf_points_outside_the_box_are_0_or_1_and_nan_is_refused(est):
+    inside = est.cdf("a", [0.5])[0]
+    assert est.cdf("a", [-3.0, 0.5, 1.5, math.inf]).tolist() == [0.0, inside, 1.0, 1.0]
+    assert est.cdf("a", [-math.inf]).tolist() == [0.0]
+    iv = est.cdf("a", [-1.0, 0.5, 2.0], interval=0.95)
+    assert iv.value[[0, 2]].tolist() == [0.0, 1.0] and iv.low[[0, 2]].tolist() == [0.0, 1.0]
+    assert iv.high[[0, 2]].tolist() == [0.0, 1.0] and iv.supported[[0, 2]].all()
+    ridge = dps.M2M(est.sketch, n_samples=1000, method="ridge")
+    value, std = ridge.cdf("a", [-1.0, 2.0], return_std=True)
+    assert value.tolist() == [0.0, 1.0] and std.tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match=r"points of 'a' must be numbers \(not NaN\)"):
         est.cdf("a", [math.nan])
     with pytest.raises(ValueError, match="quantile levels"):
         est.quantile("a", [1.2])
@@ -281,3 +288,77 @@ def test_design_cache_is_bounded(monkeypatch, data):
         sk = exact_sketch(dps.Histogram(bounds=(0, 1), bins=2, dim=2), data, BOX)
         dps.M2M(sk, n_samples=500, seed=seed, method="ridge")
     assert len(m2m_module._DESIGN_CACHE) == 1
+
+
+# -- queries of a schema sketch: SQL text, label checks, categorical quantiles --------------------
+@pytest.fixture(scope="module")
+def schema_est():
+    rng = np.random.default_rng(6)
+    n = 4000
+    schema = dps.Schema(
+        {"age": dps.Numeric(16, 99, integer=True), "region": ["Midwest", "Northeast", "South", "West"]}
+    )
+    frame = pl.DataFrame(
+        {"age": rng.integers(16, 100, n).astype(float), "region": rng.choice(schema["region"].labels, n)}
+    )
+    fm = dps.auto_feature_map(schema)
+    sk = dps.Sketch(
+        fm,
+        np.asarray(fm.fixed_sum(schema.encode(frame)), dtype=np.int64),
+        n,
+        bounds=tuple(b.tolist() for b in schema.bounds),
+        column_names=schema.columns,
+        schema=schema.to_dict(),
+    )
+    return dps.M2M(sk, n_samples=3000)
+
+
+def test_sql_text_is_a_query(schema_est):
+    est = schema_est
+    south = (pl.col("region") == "South") & (pl.col("age") >= 40)
+    assert est.count("region = 'South' AND age >= 40") == pytest.approx(est.count(south))
+    assert est.expect("age < 30") == pytest.approx(est.expect(pl.col("age") < 30))
+    both = est.expect(["age < 30", pl.col("region") == "West"])
+    assert both.tolist() == pytest.approx(
+        [est.expect(pl.col("age") < 30), est.expect(pl.col("region") == "West")]
+    )
+    iv = est.count("region IN ('South', 'West')", interval=0.95)
+    assert iv.low <= iv.value <= iv.high
+    with pytest.raises(ValueError, match=r"names columns \['height'\] that are not in the sketch"):
+        est.count("height > 2")
+    with pytest.raises(ValueError, match="is not a SQL predicate"):
+        est.count("age >>>> 2")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        pl.col("region") == "Souht",
+        pl.col("region") != "Souht",
+        pl.lit("Souht") == pl.col("region"),
+        pl.col("region").is_in(["South", "Souht"]),
+        (pl.col("age") > 30) & ~(pl.col("region") == "Souht"),
+        pl.when(pl.col("region") == "Souht").then(1.0).otherwise(0.0).alias("w"),
+        "region = 'Souht'",
+        "age > 30 AND region <> 'Souht'",
+        "region IN ('South', 'Souht')",
+        "region NOT IN ('Souht')",
+    ],
+)
+def test_a_label_typo_is_refused_naming_the_labels(schema_est, query):
+    labels = r"its labels are \['Midwest', 'Northeast', 'South', 'West'\]"
+    with pytest.raises(ValueError, match=rf"'Souht' is not a label of column 'region': {labels}"):
+        schema_est.count(query)
+
+
+def test_unchecked_forms_evaluate_as_written(schema_est):
+    """String functions and transformed columns are not label comparisons: no refusal."""
+    assert schema_est.count(pl.col("region").cast(pl.String).str.contains("zz")) == 0.0
+    assert schema_est.count(pl.col("region").cast(pl.String) == "south") == 0.0
+    assert schema_est.count(pl.col("region") == "South") > 0
+
+
+def test_quantiles_of_a_categorical_column_are_refused(schema_est):
+    with pytest.raises(ValueError, match=r"column 'region' is categorical.*shares\('region'\).*count\("):
+        schema_est.quantile("region", [0.5])
+    assert 16 <= schema_est.quantile("age", [0.5])[0] <= 99

@@ -106,3 +106,21 @@ def test_a_joint_heat_map_holds_the_released_pair(est):
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
     with pytest.raises(ValueError, match="two different columns"):
         m.plot("age", "age")
+
+
+def test_many_labels_are_slanted_and_thinned_and_bars_sit_in_their_intervals(est):
+    m, _ = est
+    rng = np.random.default_rng(5)
+    states = [f"state {i:02d}" for i in range(53)]
+    frame = pl.DataFrame({"state": rng.choice(states, 5000), "x": rng.uniform(0, 1, 5000)})
+    sk = dps.release_sketch(frame, schema=dps.Schema({"state": states, "x": (0, 1)}), epsilon=1.0)
+    many = dps.M2M(sk, n_samples=3000)
+    ax = many.plot("state")
+    texts = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(ax.patches) == 53 and len(texts) == 53
+    assert [t for t in texts if t] == states[::2]  # 27 of 53 written: at most about 30
+    assert all(t.get_rotation() == 90 for t in ax.get_xticklabels())
+    ax = many.plot("x", "state")
+    assert len([t for t in ax.get_yticklabels() if t.get_text()]) == 27
+    for frame_ in (column_shares(many, "state"), column_shares(m, "income"), column_shares(m, "city")):
+        assert ((frame_["low"] <= frame_["share"]) & (frame_["share"] <= frame_["high"])).all()
