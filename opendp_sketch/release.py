@@ -69,6 +69,9 @@ AUTO_PAIR_SNR = 3 * math.sqrt(2)
 #: weight of the 1-way blocks against the 2-way blocks in the automatic marginals (a composite):
 #: 1-way cells see half the noise of 2-way cells (benchmarks/results/real_tables*.md, weight 2 vs 1)
 AUTO_ONE_WAY_WEIGHT = 2.0
+#: the pair rule reads the noise of the map whose 1-way blocks weigh at most this much: the
+#: weight ``AUTO_PAIR_SNR`` was measured at, so a heavier 1-way weight keeps the same pairs
+AUTO_RULE_ONE_WAY_WEIGHT = 2.0
 #: a width (share of the range) for the cells at each bound of a numeric column's 1-way marginal,
 #: ``auto_marginals(bound_cells=AUTO_BOUND_CELL)``: not the default (see auto_marginals)
 AUTO_BOUND_CELL = 1e-6
@@ -918,8 +921,11 @@ def auto_marginals(
     its ``one_way_weight=1`` ablation), CDF errors at ε = 1: 0.68 against 0.94 (× 10⁻³, movies),
     0.28 against 0.31 (CPSSW8) and 0.41 against 0.46 (countymurders), range counts 0.48 against
     0.52, 0.28 against 0.27 and 0.54 against 0.56; at ε = 0.1 on CPSSW8 (its categorical pairs
-    stay) counts 1.76 against 2.11 and CDFs 1.9 against 2.6. ``a = 3`` dropped movies' pairs at
-    ε = 1 (the rule reads the noisier pairs) and lost on its 2-column counts.
+    stay) counts 1.76 against 2.11 and CDFs 1.9 against 2.6. The pair rule reads the noise at
+    1-way weight ``min(a, AUTO_RULE_ONE_WAY_WEIGHT = 2)``, the weight its threshold was measured
+    at: a heavier ``a`` keeps the same pairs (when the rule read the map at ``a = 3`` it dropped
+    movies' pairs at ε = 1 and lost on 2-column counts), and trades 2-column counts for CDFs
+    (``benchmarks/results/bench_one_way_weight.md``).
 
     ``bound_cells=δ`` (e.g. ``AUTO_BOUND_CELL = 1e-6``) cuts a cell of width ``δ·(hi − lo)`` at
     each bound of every numeric 1-way marginal (``Marginals.auto(bound_cells=)``): rows sitting
@@ -961,12 +967,12 @@ def auto_marginals(
             bound_cells=bound_cells,
         )
 
-    def weighted(fm: Marginals) -> FeatureMap:
+    def weighted(fm: Marginals, weight: float = one_way_weight) -> FeatureMap:
         ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
         pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
-        if one_way_weight == 1.0 or not pairs:
+        if weight == 1.0 or not pairs:
             return fm
-        return Composite([fm.take(ones), fm.take(pairs)], weights=[float(one_way_weight), 1.0])
+        return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
 
     given = [epsilon, delta, rho]
     if rows is None or all(v is None for v in given):
@@ -976,10 +982,12 @@ def auto_marginals(
     budget = Budget.of(epsilon, delta, rho)
     share = 1.0 - check_fraction(count_fraction)
     fm = build(min(AUTO_MAX_PAIR_BINS, fine_bins))
-    # the noise of the map with every pair: dropping blocks only lowers it, so a kept pair's
-    # cells hold at least this many noise std's of rows in the final map too
+    # the noise of the map with every pair, its 1-way blocks at weight min(a, 2): dropping blocks
+    # only lowers it, so up to weight 2 a kept pair's cells hold at least this many noise std's of
+    # rows in the final map too; a heavier 1-way weight keeps the pairs weight 2 keeps
+    rule = weighted(fm, min(float(one_way_weight), AUTO_RULE_ONE_WAY_WEIGHT))
+    std = budget.coordinate_std(rule.sensitivity(1), rule.sensitivity(2), share)
     full = weighted(fm)
-    std = budget.coordinate_std(full.sensitivity(1), full.sensitivity(2), share)
     keep = [
         i
         for i, b in enumerate(fm.blocks)

@@ -369,6 +369,27 @@ def test_automatic_pairs_are_a_composite_whose_one_way_cells_see_less_noise():
             auto_marginals(box, one_way_weight=bad)
 
 
+def test_a_heavier_one_way_weight_keeps_the_pairs_of_weight_two():
+    """The pair rule reads the map at 1-way weight min(a, 2): a = 3 or 6 moves budget to the
+    1-way cells without dropping pairs weight 2 keeps (reading the heavier map's noise dropped
+    movies' pairs at ε = 1)."""
+    from opendp_sketch.release import auto_marginals
+
+    def pairs(fm):
+        return [b.subset for b in fm.maps[1].blocks] if isinstance(fm, dps.Composite) else []
+
+    box = ([0.0] * 7, [1.0] * 7)
+    for n in (10**4, 6 * 10**4, 10**6):
+        for e in (0.1, 0.3, 1.0, 3.0):
+            two = auto_marginals(box, rows=n, epsilon=e)
+            for a in (3.0, 6.0):
+                heavy = auto_marginals(box, rows=n, epsilon=e, one_way_weight=a)
+                assert pairs(heavy) == pairs(two)
+                if pairs(two):
+                    assert heavy.weights == (a, 1.0)
+    assert pairs(auto_marginals(box, rows=60_000, epsilon=1.0, one_way_weight=3.0))  # movies' case
+
+
 def test_row_estimate_picks_the_map_never_the_data(people):
     """The map comes from the schema's estimate and the budget: releases of tables of other
     sizes (neighbours included) under the same schema use the same map."""
