@@ -416,7 +416,11 @@ def make_frame_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp
 
     def function(frame: Any) -> int:
         lf = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
-        return min(int(lf.select(pl.len()).collect().item()), I64_MAX)
+        try:
+            rows = int(lf.select(pl.len()).collect().item())
+        except Exception:  # noqa: BLE001 - a plan that fails: a fixed message, never the reader's
+            raise StreamReadError(STREAM_FAILED) from None
+        return min(rows, I64_MAX)
 
     return count_transformation(input_domain, input_metric, function)
 

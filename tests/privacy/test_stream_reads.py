@@ -183,3 +183,11 @@ def test_csv_booleans_read_as_text_keep_their_values(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     frame.write_csv(path)
     assert t(str(path))[0].tolist() == t(frame)[0].tolist()
+
+
+def test_a_failing_row_count_quotes_nothing(tmp_path: Path) -> None:
+    lf = pl.scan_csv(_csv(tmp_path / "d.csv", "secret-value,0.5")).filter(pl.col("a").cast(pl.Float64) > -1)
+    t = dps.make_frame_row_count(dps.frame_box_domain((0.0, 1.0), ["a", "b"]), dp.symmetric_distance())
+    with pytest.raises(Exception) as info:
+        t(lf)
+    assert "secret-value" not in str(info.value) and STREAM_FAILED.split(",")[0] in str(info.value)
