@@ -12,9 +12,9 @@ Systems, each released at the same ε (pure DP) in the same run:
 * ``Histogram + synthetic``: the same sketch, the new default decoder (``M2M(sketch)``);
 * ``auto marginals + synthetic``: the schema's default map (``release.auto_marginals`` with a
   public row estimate, the row count to two significant digits) and decoder;
-* ``auto marginals, every block at weight 1`` / ``1-way at weight 3`` (asked with
-  ``--systems marginals_unweighted,marginals_weighted3``): the same rule with ``one_way_weight``
-  1 (one plain ``Marginals``) or 3 instead of the default 2;
+* ``auto marginals, 1-way blocks at weight 2`` (the previous default; run by default) and, asked
+  with ``--systems``, ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
+  ``one_way_weight`` 2, 1 (one plain ``Marginals``) or 4 instead of the default 3;
 * ``dp.mbi MST`` / ``dp.mbi AIM``: OpenDP's contingency tables, 16 bins per column (cuts placed
   just below our bin edges, so both discretise the data identically); failures are recorded;
 * ``OpenDP Polars, one query at a time``: a ``dp.Context`` over the LazyFrame with the budget split
@@ -100,7 +100,7 @@ SYSTEMS = (
     "hist_ridge",
     "hist_synthetic",
     "marginals_synthetic",
-    "marginals_unweighted",
+    "marginals_weighted2",
     "mst",
     "aim",
     "opendp_polars",
@@ -108,7 +108,8 @@ SYSTEMS = (
 #: variants of the automatic marginals (asked with --systems): auto_marginals' keyword arguments
 VARIANTS: dict[str, dict[str, Any]] = {
     "marginals_unweighted": {"one_way_weight": 1.0},
-    "marginals_weighted3": {"one_way_weight": 3.0},
+    "marginals_weighted2": {"one_way_weight": 2.0},
+    "marginals_weighted4": {"one_way_weight": 4.0},
     "marginals_no_bound_cells": {"bound_cells": None},
 }
 #: counts the per-query peer answers (each with ε/N_COUNTS, the share it has to answer them all)
@@ -116,9 +117,10 @@ PER_QUERY_MEASURED = 50
 LABELS = {
     "hist_ridge": "Histogram 16 bins + ridge M2M (old default)",
     "hist_synthetic": "Histogram 16 bins + synthetic decoder",
-    "marginals_synthetic": "auto marginals (1-way 16 bins at weight 2, 2-way by the row-estimate rule) + synthetic decoder",
+    "marginals_synthetic": "auto marginals (1-way 16 bins at weight 3, 2-way by the row-estimate rule) + synthetic decoder",
     "marginals_unweighted": "auto marginals as above, every block at weight 1 (one_way_weight=1) + synthetic decoder",
-    "marginals_weighted3": "auto marginals as above, 1-way blocks at weight 3 (one_way_weight=3) + synthetic decoder",
+    "marginals_weighted2": "auto marginals as above, 1-way blocks at weight 2 (one_way_weight=2, the previous default) + synthetic decoder",
+    "marginals_weighted4": "auto marginals as above, 1-way blocks at weight 4 (one_way_weight=4) + synthetic decoder",
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
     "mst": "OpenDP dp.mbi MST (16 bins)",
     "aim": "OpenDP dp.mbi AIM (16 bins)",

@@ -67,8 +67,9 @@ AUTO_MAX_PAIR_BINS = 16
 #: 2-way marginals are measured when an average cell holds this many noise std's of rows
 AUTO_PAIR_SNR = 3 * math.sqrt(2)
 #: weight of the 1-way blocks against the 2-way blocks in the automatic marginals (a composite):
-#: 1-way cells see half the noise of 2-way cells (benchmarks/results/real_tables*.md, weight 2 vs 1)
-AUTO_ONE_WAY_WEIGHT = 2.0
+#: 1-way cells see a third of the noise of 2-way cells (benchmarks/results/bench_one_way_weight.md,
+#: weights 3 and 4 against 2 on common noise; real_tables*.md, weight 2 against 1)
+AUTO_ONE_WAY_WEIGHT = 3.0
 #: the pair rule reads the noise of the map whose 1-way blocks weigh at most this much: the
 #: weight ``AUTO_PAIR_SNR`` was measured at, so a heavier 1-way weight keeps the same pairs
 AUTO_RULE_ONE_WAY_WEIGHT = 2.0
@@ -912,20 +913,24 @@ def auto_marginals(
     kinds, the budget and the estimate ``rows`` (never the data's row count).
 
     With pairs, the map is a :class:`~opendp_sketch.Composite` of the 1-way and the 2-way
-    marginals at weights ``(a, 1)``, ``a = one_way_weight`` (default ``AUTO_ONE_WAY_WEIGHT = 2``;
+    marginals at weights ``(a, 1)``, ``a = one_way_weight`` (default ``AUTO_ONE_WAY_WEIGHT = 3``;
     ``1`` gives one plain :class:`~opendp_sketch.features.marginals.Marginals`): the budget split,
-    so 1-way cells see ``1/a`` of the noise of 2-way cells, and the pair rule above uses this
-    map's noise. Means, CDFs and 1-column counts lean on the 1-way cells; with every block at
-    the same weight 1-way cells were the noisiest part of the answer where pairs outnumber
-    columns. Measured over 5 releases (``benchmarks/results/real_tables*.md``, the default against
-    its ``one_way_weight=1`` ablation), CDF errors at ε = 1: 0.68 against 0.94 (× 10⁻³, movies),
-    0.28 against 0.31 (CPSSW8) and 0.41 against 0.46 (countymurders), range counts 0.48 against
-    0.52, 0.28 against 0.27 and 0.54 against 0.56; at ε = 0.1 on CPSSW8 (its categorical pairs
-    stay) counts 1.76 against 2.11 and CDFs 1.9 against 2.6. The pair rule reads the noise at
-    1-way weight ``min(a, AUTO_RULE_ONE_WAY_WEIGHT = 2)``, the weight its threshold was measured
-    at: a heavier ``a`` keeps the same pairs (when the rule read the map at ``a = 3`` it dropped
-    movies' pairs at ε = 1 and lost on 2-column counts), and trades 2-column counts for CDFs
-    (``benchmarks/results/bench_one_way_weight.md``).
+    so 1-way cells see ``1/a`` of the noise of 2-way cells. Means, CDFs and 1-column counts lean
+    on the 1-way cells; with every block at the same weight 1-way cells were the noisiest part of
+    the answer where pairs outnumber columns. Weight 2 against 1 (5 releases each,
+    ``benchmarks/results/real_tables*.md`` of commit d73a840), CDF errors at ε = 1: 0.68 against
+    0.94 (× 10⁻³, movies), 0.28 against 0.31 (CPSSW8), range counts 0.48 against 0.52 and 0.28
+    against 0.27. Weight 3 against 2, decoded from the same noise draws (12 each,
+    ``benchmarks/results/bench_one_way_weight.md``): CDF errors 5–20 % lower in every (table, ε)
+    with pairs (movies at ε = 1: 0.51 against 0.61; countymurders at ε = 3: 0.36 against 0.45),
+    range counts from 4 % lower to 16 % higher (2-column counts pay, 1-column counts gain), all
+    still below MST's and AIM's where that is a target. Weight 4 lowers CDFs further but raises
+    counts by up to 40 %.
+
+    The pair rule reads the noise at 1-way weight ``min(a, AUTO_RULE_ONE_WAY_WEIGHT = 2)``, the
+    weight its threshold was measured at: a heavier ``a`` keeps the pairs weight 2 keeps (when
+    the rule read the map at ``a = 3`` itself it dropped movies' pairs at ε = 1 and lost on
+    2-column counts).
 
     ``bound_cells=δ`` (e.g. ``AUTO_BOUND_CELL = 1e-6``) cuts a cell of width ``δ·(hi − lo)`` at
     each bound of every numeric 1-way marginal (``Marginals.auto(bound_cells=)``): rows sitting
@@ -947,7 +952,7 @@ def auto_marginals(
     ((16, 16), (8, 8))
     >>> fm = auto_marginals(box, rows=60_000, epsilon=3.0)
     >>> type(fm).__name__, fm.weights, [len(m.blocks) for m in fm.maps]
-    ('Composite', (2.0, 1.0), [6, 15])
+    ('Composite', (3.0, 1.0), [6, 15])
     """
     from .features.composite import Composite
     from .features.marginals import Marginals
@@ -1018,14 +1023,14 @@ def auto_feature_map(
     measured at 16×16 if the budget leaves an average cell well above its noise, and left out
     otherwise. Categories and small integer columns keep their cells. With pairs, the 1-way and
     2-way marginals are two blocks of a :class:`~opendp_sketch.Composite` at weights
-    ``(one_way_weight, 1)``: 1-way cells see half the noise of 2-way cells by default. Means,
+    ``(one_way_weight, 1)``: 1-way cells see a third of the noise of 2-way cells by default. Means,
     shares, CDFs, group statistics and 2-way counts are then averages over cells the sketch
     measures.
 
     >>> import opendp_sketch as dps
     >>> fm = auto_feature_map(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))
     >>> fm.weights, [[(b.subset, b.shape) for b in m.blocks] for m in fm.maps]
-    ((2.0, 1.0), [[((0,), (32,)), ((1,), (2,))], [((0, 1), (8, 2))]])
+    ((3.0, 1.0), [[((0,), (32,)), ((1,), (2,))], [((0, 1), (8, 2))]])
     >>> s = dps.Schema({"age": (18, 90), "income": (0, 1e6), "cut": ["Fair", "Ideal"]}, rows=50_000)
     >>> [b.shape for m in auto_feature_map(s, epsilon=1.0).maps for b in m.blocks]
     [(32,), (32,), (2,), (16, 16), (16, 2), (16, 2)]

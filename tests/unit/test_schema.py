@@ -346,14 +346,14 @@ def test_pairs_follow_the_public_row_estimate_and_budget():
 
 
 def test_automatic_pairs_are_a_composite_whose_one_way_cells_see_less_noise():
-    """By default the 1-way blocks weigh 2 against the pairs: Δ₁ = 2·d + pairs, Δ₂² = 4·d + pairs,
-    and the pair rule reads that map's noise (it keeps a pair only where the plain map would)."""
+    """By default the 1-way blocks weigh 3 against the pairs: Δ₁ = 3·d + pairs, Δ₂² = 9·d + pairs,
+    and the pair rule reads the map at weight 2 (it keeps a pair only where the plain map would)."""
     from opendp_sketch.release import AUTO_ONE_WAY_WEIGHT, auto_marginals
 
     box = ([0.0] * 6, [1.0] * 6)
     fm = auto_marginals(box, rows=60_000, epsilon=1.0)
-    assert isinstance(fm, dps.Composite) and fm.weights == (AUTO_ONE_WAY_WEIGHT, 1.0) == (2.0, 1.0)
-    assert fm.sensitivity(1) == 2 * 6 + 15 and fm.sensitivity(2) ** 2 == pytest.approx(4 * 6 + 15)
+    assert isinstance(fm, dps.Composite) and fm.weights == (AUTO_ONE_WAY_WEIGHT, 1.0) == (3.0, 1.0)
+    assert fm.sensitivity(1) == 3 * 6 + 15 and fm.sensitivity(2) ** 2 == pytest.approx(9 * 6 + 15)
     ones, two = fm.maps
     assert [b.subset for b in ones.blocks] == [(j,) for j in range(6)] and len(two.blocks) == 15
     for n in (10**3, 10**4, 10**5, 10**6):
