@@ -578,6 +578,8 @@ def _safe_cast(s: pl.Series, dtype: Any) -> pl.Series:
     >>> _safe_cast(pl.Series([[1.0], [2.0]]), pl.Float64).to_list()
     [None, None]
     """
+    if s.dtype.is_nested() or s.dtype == pl.Object:  # no value of these casts: every row alike
+        return pl.Series(s.name, [None] * s.len(), dtype=dtype)
     if s.dtype == pl.Binary:
         s = pl.Series(
             s.name,

@@ -12,6 +12,7 @@ row-wise per batch, so their stabilities are those of the in-memory path: ``d_in
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
@@ -96,14 +97,19 @@ def scan_parquet_bounded(path: str | os.PathLike[str], batch_rows: int = DEFAULT
 
 
 def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
-    """A CSV file as a LazyFrame whose read cannot fail on a value: every field is read as text
-    and cast to its column's type without strictness, so a value that does not parse is null.
+    """A CSV file as a LazyFrame whose read does not fail on a value: every field is read as text
+    (invalid UTF-8 replaced) and cast to its column's type without strictness, so a value that
+    does not parse is null.
 
     Polars' own ``scan_csv`` infers the types from the first rows and fails the whole query at
     a later value that does not parse. The types here come from the same first rows, read once
-    when the scan is made (on the curator's side, before any measurement); float columns are
-    Float64, and a later non-integer in a column of integers is null. A line with extra fields keeps the first ones (missing ones are null). A row is
-    what the CSV parser reads as one: a quote left open joins the lines after it.
+    when the scan is made (on the curator's side, before any measurement), and every numeric
+    column is Float64. A line with extra fields keeps the first ones (missing ones are null).
+
+    **Limits.** A row is what the CSV parser reads as one: a quote inside an unquoted field or
+    left open makes the read fail (:class:`StreamReadError`, nothing released), and a line ending
+    in a lone carriage return joins the next line. The privacy unit is that parsed row; check a
+    file you did not write on the curator's side first (``release_sketch`` and the CLI do).
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
@@ -112,12 +118,14 @@ def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
     (1, 201)
     """
     source = os.fspath(path)
+    text = pl.scan_csv(source, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy")
     try:
-        inferred = pl.scan_csv(source, truncate_ragged_lines=True).collect_schema()
+        inferred = pl.scan_csv(source, truncate_ragged_lines=True, encoding="utf8-lossy").collect_schema()
     except pl.exceptions.PolarsError:  # an empty file, or no header: the read reports it later
-        return pl.scan_csv(source, infer_schema=False, truncate_ragged_lines=True)
-    types = {c: pl.Float64 if t.is_float() else t for c, t in inferred.items()}
-    text = pl.scan_csv(source, infer_schema=False, truncate_ragged_lines=True)
+        return text
+    # every numeric column is Float64: an integer type inferred from the first rows would make a
+    # later non-integer null, and that depends on which rows come first
+    types = {c: pl.Float64 if t.is_numeric() else t for c, t in inferred.items()}
     return text.with_columns([pl.col(c).cast(t, strict=False) for c, t in types.items() if t != pl.String])
 
 
@@ -233,6 +241,28 @@ STREAM_FAILED = (
 )
 
 _END = object()
+#: streams whose reader thread may still run: stopped at interpreter exit (a reader left running
+#: then calls into a finalised interpreter, and the process aborts)
+_OPEN_STREAMS: set[tuple[threading.Event, queue.Queue[Any], threading.Thread]] = set()
+
+
+def _finish(stream: tuple[threading.Event, queue.Queue[Any], threading.Thread]) -> None:
+    """Stop a stream's reader: set its flag and drain the queue until the thread ends."""
+    stop, batches, worker = stream
+    stop.set()
+    while worker.is_alive():  # let a producer blocked on the full queue finish
+        try:
+            batches.get(timeout=0.05)
+        except queue.Empty:
+            pass
+    worker.join()
+
+
+@atexit.register
+def _stop_open_streams() -> None:
+    for stream in list(_OPEN_STREAMS):
+        _finish(stream)
+    _OPEN_STREAMS.clear()
 
 
 def stream_frames(lf: pl.LazyFrame, batch_rows: int) -> Iterator[pl.DataFrame]:
@@ -243,7 +273,9 @@ def stream_frames(lf: pl.LazyFrame, batch_rows: int) -> Iterator[pl.DataFrame]:
     sum would then pass as the sum of the whole table, and one row that does not parse would
     change the release by every row after it. Here the failure raises :class:`StreamReadError`
     after the last batch read, with a fixed message (:data:`STREAM_FAILED`), never the reader's.
-    The queue holds one batch, so memory stays one batch ahead of the consumer.
+    The queue holds one batch ahead of the consumer (the reader may buffer more of its source: a
+    CSV read as text takes about twice the memory of a typed read). A stream still open when the
+    interpreter exits is stopped first (:func:`_stop_open_streams`).
     """
     batches: queue.Queue[Any] = queue.Queue(maxsize=1)
     stop = threading.Event()
@@ -263,18 +295,16 @@ def stream_frames(lf: pl.LazyFrame, batch_rows: int) -> Iterator[pl.DataFrame]:
             batches.put(_END)
 
     worker = threading.Thread(target=run, name="opendp_sketch-stream", daemon=True)
+    stream = (stop, batches, worker)
+    _OPEN_STREAMS.add(stream)
     worker.start()
     try:
         while (item := batches.get()) is not _END:
             yield item
     finally:
-        stop.set()
-        while worker.is_alive():  # let a producer blocked on the full queue finish
-            try:
-                batches.get(timeout=0.05)
-            except queue.Empty:
-                pass
-        worker.join()
+        if stream in _OPEN_STREAMS:  # not already stopped at interpreter exit
+            _OPEN_STREAMS.discard(stream)
+            _finish(stream)
     if failed:
         raise StreamReadError(STREAM_FAILED) from None
 

@@ -50,8 +50,12 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
     if isinstance(data, pl.DataFrame):
         return data.lazy()
     if isinstance(data, (str, os.PathLike)):
-        if text_csv and str(data).lower().endswith(".csv") and os.path.exists(data):
-            return pl.scan_csv(os.fspath(data), infer_schema=False, truncate_ragged_lines=True)
+        if str(data).lower().endswith(".csv") and os.path.exists(data):
+            if text_csv:  # inside a measurement: text, then the schema parses each value
+                return pl.scan_csv(
+                    os.fspath(data), infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy"
+                )
+            return pl.scan_csv(os.fspath(data))  # the curator's checks: Polars' own types
         return scan(data)
     if isinstance(data, np.ndarray):
         if data.ndim != 2 or columns is None or data.shape[1] != len(columns):
@@ -63,7 +67,9 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
         return pl.DataFrame({c: data[:, j] for j, c in enumerate(columns)}).lazy()
     module = type(data).__module__.split(".")[0]
     if module == "pandas":
-        objects = [c for c, dt in data.dtypes.items() if str(dt) == "object"]
+        objects = [
+            c for c, dt in data.dtypes.items() if str(dt) in ("object", "str") or str(dt).startswith("string")
+        ]
         if objects:
             import pandas as pd
 
@@ -100,7 +106,11 @@ def _object_text(values: np.ndarray) -> pl.Series:
         if v is None or (isinstance(v, float) and v != v) or type(v).__name__ in ("NAType", "NaTType"):
             out.append(None)
         elif isinstance(v, str):
-            out.append(v)
+            try:
+                v.encode("utf-8")
+                out.append(v)
+            except UnicodeEncodeError:  # a lone surrogate: replaced, as invalid bytes are
+                out.append(v.encode("utf-8", "replace").decode("utf-8"))
         elif isinstance(v, (bytes, bytearray)):
             out.append(bytes(v).decode("utf-8", "replace"))
         elif isinstance(v, (bool, np.bool_)):
