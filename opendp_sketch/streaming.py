@@ -42,6 +42,7 @@ __all__ = [
     "make_lazyframe_to_frame_box",
     "scan",
     "scan_csv_lenient",
+    "scan_csv_text",
     "stream_frames",
     "StreamReadError",
 ]
@@ -96,6 +97,19 @@ def scan_parquet_bounded(path: str | os.PathLike[str], batch_rows: int = DEFAULT
     return register_io_source(batches, schema=schema)
 
 
+def scan_csv_text(path: str | os.PathLike[str]) -> pl.LazyFrame:
+    """A CSV file as a LazyFrame of text columns: nothing is parsed, invalid UTF-8 is replaced, a
+    line's extra fields are dropped and missing ones are null, so no value can fail the read.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+    >>> _ = path.write_text("a,b\\n1,x\\n2\\n")
+    >>> scan_csv_text(path).collect().rows()
+    [('1', 'x'), ('2', None)]
+    """
+    return pl.scan_csv(os.fspath(path), infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy")
+
+
 def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
     """A CSV file as a LazyFrame whose read does not fail on a value: every field is read as text
     (invalid UTF-8 replaced) and cast to its column's type without strictness, so a value that
@@ -111,14 +125,14 @@ def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
     in a lone carriage return joins the next line. The privacy unit is that parsed row; check a
     file you did not write on the curator's side first (``release_sketch`` and the CLI do).
 
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
-    >>> _ = open(path, "w").write("a,b\\n" + "1,x\\n" * 200 + "oops,y\\n")
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+    >>> _ = path.write_text("a,b\\n" + "1,x\\n" * 200 + "oops,y\\n")
     >>> scan_csv_lenient(path).select(pl.col("a").is_null().sum(), pl.len()).collect().row(0)
     (1, 201)
     """
     source = os.fspath(path)
-    text = pl.scan_csv(source, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy")
+    text = scan_csv_text(source)
     try:
         inferred = pl.scan_csv(source, truncate_ragged_lines=True, encoding="utf8-lossy").collect_schema()
     except pl.exceptions.PolarsError:  # an empty file, or no header: the read reports it later

@@ -22,7 +22,7 @@ from ._validate import check_chunking, require_symmetric
 from .domains import TableDomain
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
-from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan, stream_frames
+from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan, scan_csv_text, stream_frames
 from .transformations import I64_MAX, pair_transformation
 
 __all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
@@ -52,9 +52,7 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
     if isinstance(data, (str, os.PathLike)):
         if str(data).lower().endswith(".csv") and os.path.exists(data):
             if text_csv:  # inside a measurement: text, then the schema parses each value
-                return pl.scan_csv(
-                    os.fspath(data), infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy"
-                )
+                return scan_csv_text(data)
             return pl.scan_csv(os.fspath(data))  # the curator's checks: Polars' own types
         return scan(data)
     if isinstance(data, np.ndarray):
@@ -70,13 +68,13 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
         objects = [
             c for c, dt in data.dtypes.items() if str(dt) in ("object", "str") or str(dt).startswith("string")
         ]
-        if objects:
-            import pandas as pd
-
-            data = data.copy(deep=False)
-            for c in objects:
-                data[c] = pd.array(_object_text(data[c].to_numpy()).to_list(), dtype="string")
-        return pl.from_pandas(data).lazy()
+        if not objects:
+            return pl.from_pandas(data).lazy()
+        text = pl.DataFrame({str(c): _object_text(data[c].to_numpy()) for c in objects})
+        if len(objects) == data.shape[1]:
+            return text.lazy()
+        rest = pl.from_pandas(data.drop(columns=objects))
+        return pl.concat([rest, text], how="horizontal").select([str(c) for c in data.columns]).lazy()
     if module == "pyarrow":
         import pyarrow.dataset as pads
 
