@@ -261,3 +261,15 @@ def test_an_open_stream_at_interpreter_exit_does_not_abort_the_process() -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Exception ignored" not in done.stderr
+
+
+def test_scan_csv_text_reads_every_field_as_text_and_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    from opendp_sketch.streaming import scan_csv_text
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a,b\n1,\xff\n2\n3,4,5\n")
+    frame = scan_csv_text(path).collect()
+    assert frame.dtypes == [pl.String, pl.String]
+    assert frame.rows() == [("1", "\ufffd"), ("2", None), ("3", "4")]
+    with pytest.raises(FileNotFoundError):
+        scan_csv_text(tmp_path / "missing.csv").collect()
