@@ -17,6 +17,10 @@ CDF points per column as ``bench_real_tables.py``; the pairs are those the autom
 (the same for every ``a``: the rule reads the map at weight ``min(a, 2)``); where it keeps none,
 the map is the 1-way blocks alone whatever ``a``, and it is decoded once.
 
+``--rake-excess 1,0.25,0`` also decodes each weight at several thresholds of the decoder's
+raking of 1-way marginals (``opendp_sketch.estimators.synthetic._RAKE_EXCESS``, set for the
+decode; see ``_rake_one_way``): a decoder design choice, compared on the same noise draws.
+
 Run: ``python benchmarks/bench_one_way_weight.py`` (``--quick``: CPSSW8 at ε = 1, 2 repetitions).
 Writes ``benchmarks/results/bench_one_way_weight.md`` and ``.csv``.
 """
@@ -40,8 +44,13 @@ import bench_real_tables as real  # noqa: E402
 RESULTS = real.RESULTS
 
 
-def run_table(name: str, eps: float, weights: list[float], reps: int) -> list[dict[str, Any]]:
+def run_table(
+    name: str, eps: float, weights: list[float], reps: int, excesses: list[float] | None = None
+) -> list[dict[str, Any]]:
     import opendp_sketch as dps
+    from opendp_sketch.estimators import synthetic
+
+    excesses = excesses or [synthetic._RAKE_EXCESS]
     from opendp_sketch.release import DEFAULT_COUNT_FRACTION, auto_marginals
 
     X, cols, lo, hi = real.load_table(name)
@@ -67,13 +76,13 @@ def run_table(name: str, eps: float, weights: list[float], reps: int) -> list[di
         maps[a] = (fm, exact)
     pairs = sum(len(m.blocks) for m in getattr(maps[weights[0]][0], "maps", [])[1:])
     if not pairs:  # 1-way blocks alone: every weight gives the same map, decoded once
-        weights = weights[:1]
+        weights, excesses = weights[:1], excesses[:1]  # and no raking: it needs a joint block
     rng = np.random.default_rng(20261127)
     rows = []
     for rep in range(reps):
         z = rng.laplace(size=max(fm.num_features for fm, _ in maps.values()))
         zc = rng.laplace()
-        for a in weights:
+        for a, excess in [(a, x) for a in weights for x in excesses]:
             fm, exact = maps[a]
             b = fm.sensitivity(1) / (eps * share)
             bc = 1.0 / (eps * DEFAULT_COUNT_FRACTION)
@@ -85,7 +94,11 @@ def run_table(name: str, eps: float, weights: list[float], reps: int) -> list[di
                 bounds=(lo.tolist(), hi.tolist()),
                 column_names=cols,
             )
-            est = dps.M2M(sk, seed=rep)
+            default, synthetic._RAKE_EXCESS = synthetic._RAKE_EXCESS, excess
+            try:
+                est = dps.M2M(sk, seed=rep)
+            finally:
+                synthetic._RAKE_EXCESS = default
             counts = np.array([est.count(lambda Z, q=q: real.in_range(Z, q, E)) for q in queries]) / n
             err = np.abs(counts - truth)
             cdf = np.concatenate([np.atleast_1d(est.cdf(j, P[j])) for j in range(d)])
@@ -95,6 +108,7 @@ def run_table(name: str, eps: float, weights: list[float], reps: int) -> list[di
                     "epsilon": eps,
                     "rep": rep,
                     "weight": a,
+                    "rake_excess": excess,
                     "pairs": pairs,
                     "counts": float(err.mean()),
                     **{f"counts_{k}": float(err[arity == k].mean()) for k in (1, 2, 3)},
@@ -114,11 +128,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=12)
     p.add_argument("--weights", default="2,3,4")
     p.add_argument("--epsilons", default="0.1,1,3")
+    p.add_argument("--rake-excess", default=None, help="thresholds of the decoder's raking, e.g. 1,0.25,0")
     p.add_argument("--tables", default=",".join(real.TABLES))
     p.add_argument("--out", default=str(RESULTS / "bench_one_way_weight"))
     args = p.parse_args(argv)
     tables, epsilons = args.tables.split(","), [float(e) for e in args.epsilons.split(",")]
     weights, reps = [float(w) for w in args.weights.split(",")], args.reps
+    excesses = [float(x) for x in args.rake_excess.split(",")] if args.rake_excess else None
     out = Path(args.out)
     if args.quick:
         tables, epsilons, reps = ["CPSSW8"], [1.0], 2
@@ -126,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     for name in tables:
         for eps in epsilons:
-            rows += run_table(name, eps, weights, reps)
-    write(rows, out, tables, epsilons, weights, reps)
+            rows += run_table(name, eps, weights, reps, excesses)
+    write(rows, out, tables, epsilons, reps)
     print(out.with_suffix(".md").read_text())
 
 
@@ -141,48 +157,55 @@ def paired(rows: list[dict[str, Any]], ref: dict[int, dict[str, Any]], key: str)
     return f"{diffs.mean():+.2f} ± {se:.2f}"
 
 
-def write(rows, out: Path, tables, epsilons, weights, reps) -> None:
+def write(rows, out: Path, tables, epsilons, reps) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    fields = ["table", "epsilon", "rep", "weight", "pairs", *KEYS]
+    fields = ["table", "epsilon", "rep", "weight", "rake_excess", "pairs", *KEYS]
     with open(out.with_suffix(".csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-    base = weights[0]
+    settings = list(dict.fromkeys((r["weight"], r["rake_excess"]) for r in rows))
+    base = settings[0]
+    several = len({x for _, x in settings}) > 1
+    label = f"weight {base[0]:g}" + (f", threshold {base[1]:g}" if several else "")
     lines = [
-        "# The automatic marginals' 1-way weight, on common noise (issue 16)",
+        "# The automatic marginals' 1-way weight and the decoder's raking, on common noise (issue 16)",
         "",
         f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
         f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {real.git_commit()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs.",
         "",
-        f"{reps} repetitions per table and ε; in each, every weight is decoded from the same standard "
+        f"{reps} repetitions per table and ε; in each, every setting is decoded from the same standard "
         "Laplace draw scaled to its map's noise (see the script's docstring: simulated releases, not "
         "privacy releases). Mean |err|/n over 1 000 random 1–3-column range counts (and by number of "
         "columns), mean |err| over 10 CDF points per column, and mean |err| of the column means as a "
-        f"share of the range. *Δ vs {base:g}*: the mean paired difference from weight {base:g} ± its "
-        "standard error (negative: smaller error). Errors × 10⁻⁴.",
+        f"share of the range. *Δ*: the mean paired difference from {label} ± its standard error "
+        "(negative: smaller error). *rake threshold*: the decoder's raking threshold (noise variances "
+        "per cell). Errors × 10⁻⁴.",
         "",
-        f"| table | ε | pairs kept | 1-way weight | counts | 1-col | 2-col | 3-col | counts Δ vs {base:g} | "
-        f"CDF | CDF Δ vs {base:g} | means |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| table | ε | pairs kept | 1-way weight | rake threshold | counts | 1-col | 2-col | 3-col | "
+        "counts Δ | CDF | CDF Δ | means |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in tables:
         for eps in epsilons:
             rs = [r for r in rows if r["table"] == name and r["epsilon"] == eps]
             if not rs:
                 continue
-            ref = {r["rep"]: r for r in rs if r["weight"] == base}
-            for a in weights:
-                ra = sorted((r for r in rs if r["weight"] == a), key=lambda r: r["rep"])
+            ref = {r["rep"]: r for r in rs if (r["weight"], r["rake_excess"]) == base}
+            for a, x in settings:
+                ra = sorted(
+                    (r for r in rs if (r["weight"], r["rake_excess"]) == (a, x)), key=lambda r: r["rep"]
+                )
                 if not ra:  # no pair kept: the weight changes nothing (one map, decoded once)
                     continue
-
                 m = {k: 1e4 * np.mean([r[k] for r in ra]) for k in KEYS}
-                dc, df = ("–", "–") if a == base else (paired(ra, ref, "counts"), paired(ra, ref, "cdf"))
+                first = (a, x) == base or not ref
+                dc, df = ("–", "–") if first else (paired(ra, ref, "counts"), paired(ra, ref, "cdf"))
                 lines.append(
-                    f"| {name} | {eps:g} | {ra[0]['pairs']} | {a:g} | {m['counts']:.2f} | {m['counts_1']:.2f} | "
-                    f"{m['counts_2']:.2f} | {m['counts_3']:.2f} | {dc} | {m['cdf']:.2f} | {df} | {m['means']:.1f} |"
+                    f"| {name} | {eps:g} | {ra[0]['pairs']} | {a:g} | {x:g} | {m['counts']:.2f} | "
+                    f"{m['counts_1']:.2f} | {m['counts_2']:.2f} | {m['counts_3']:.2f} | {dc} | "
+                    f"{m['cdf']:.2f} | {df} | {m['means']:.1f} |"
                 )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
