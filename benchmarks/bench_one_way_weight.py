@@ -17,6 +17,9 @@ CDF points per column as ``bench_real_tables.py``; the pairs are those the autom
 (the same for every ``a``: the rule reads the map at weight ``min(a, 2)``); where it keeps none,
 the map is the 1-way blocks alone whatever ``a``, and it is decoded once.
 
+``--fine-bins 32`` gives the 1-way marginals the schema path's 32 bins (``AUTO_FINE_BINS``; the
+queries and CDF points stay on the 16-bin grid, whose edges are edges of the 32 bins).
+
 ``--rake-excess 1,0.25,0`` also decodes each weight at several thresholds of the decoder's
 raking of 1-way marginals (``opendp_sketch.estimators.synthetic._RAKE_EXCESS``, set for the
 decode; see ``_rake_one_way``): a decoder design choice, compared on the same noise draws.
@@ -45,7 +48,12 @@ RESULTS = real.RESULTS
 
 
 def run_table(
-    name: str, eps: float, weights: list[float], reps: int, excesses: list[float] | None = None
+    name: str,
+    eps: float,
+    weights: list[float],
+    reps: int,
+    excesses: list[float] | None = None,
+    fine_bins: int = real.BINS,
 ) -> list[dict[str, Any]]:
     import opendp_sketch as dps
     from opendp_sketch.estimators import synthetic
@@ -67,7 +75,7 @@ def run_table(
         fm = auto_marginals(
             (lo.tolist(), hi.tolist()),
             categorical=real.CATEGORICAL.get(name),
-            fine_bins=real.BINS,
+            fine_bins=fine_bins,
             rows=real.public_rows(n),
             epsilon=eps,
             one_way_weight=a,
@@ -109,6 +117,7 @@ def run_table(
                     "rep": rep,
                     "weight": a,
                     "rake_excess": excess,
+                    "fine_bins": fine_bins,
                     "pairs": pairs,
                     "counts": float(err.mean()),
                     **{f"counts_{k}": float(err[arity == k].mean()) for k in (1, 2, 3)},
@@ -128,6 +137,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=12)
     p.add_argument("--weights", default="2,3,4")
     p.add_argument("--epsilons", default="0.1,1,3")
+    p.add_argument(
+        "--fine-bins",
+        type=int,
+        default=real.BINS,
+        help="bins of the 1-way marginals (16: the benchmark grid; 32: the schema path's AUTO_FINE_BINS)",
+    )
     p.add_argument("--rake-excess", default=None, help="thresholds of the decoder's raking, e.g. 1,0.25,0")
     p.add_argument("--tables", default=",".join(real.TABLES))
     p.add_argument("--out", default=str(RESULTS / "bench_one_way_weight"))
@@ -142,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     for name in tables:
         for eps in epsilons:
-            rows += run_table(name, eps, weights, reps, excesses)
+            rows += run_table(name, eps, weights, reps, excesses, args.fine_bins)
     write(rows, out, tables, epsilons, reps)
     print(out.with_suffix(".md").read_text())
 
@@ -159,7 +174,7 @@ def paired(rows: list[dict[str, Any]], ref: dict[int, dict[str, Any]], key: str)
 
 def write(rows, out: Path, tables, epsilons, reps) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    fields = ["table", "epsilon", "rep", "weight", "rake_excess", "pairs", *KEYS]
+    fields = ["table", "epsilon", "rep", "weight", "rake_excess", "fine_bins", "pairs", *KEYS]
     with open(out.with_suffix(".csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
@@ -181,7 +196,7 @@ def write(rows, out: Path, tables, epsilons, reps) -> None:
         "columns), mean |err| over 10 CDF points per column, and mean |err| of the column means as a "
         f"share of the range. *Δ*: the mean paired difference from {label} ± its standard error "
         "(negative: smaller error). *rake threshold*: the decoder's raking threshold (noise variances "
-        "per cell). Errors × 10⁻⁴.",
+        f"per cell). 1-way marginals at {rows[0]['fine_bins']} bins. Errors × 10⁻⁴.",
         "",
         "| table | ε | pairs kept | 1-way weight | rake threshold | counts | 1-col | 2-col | 3-col | "
         "counts Δ | CDF | CDF Δ | means |",
