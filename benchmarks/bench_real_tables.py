@@ -12,6 +12,12 @@ Systems, each released at the same ε (pure DP) in the same run:
 * ``Histogram + synthetic``: the same sketch, the new default decoder (``M2M(sketch)``);
 * ``auto marginals + synthetic``: the schema's default map (``release.auto_marginals`` with a
   public row estimate, the row count to two significant digits) and decoder;
+* ``schema release + M2M``: the user's path with every default — a Polars frame, a ``dps.Schema``
+  of the same public box (linear numeric ranges; CPSSW8's codes as categorical labels) carrying the
+  public row estimate, ``dps.release_sketch(frame, schema=..., epsilon=ε)`` and ``dps.M2M(sketch)``.
+  Its automatic map is the rule above with the schema path's 32-bin 1-way marginals
+  (``AUTO_FINE_BINS``; their edges include the 16-bin grid's); counts go through ``est.count``
+  and CDFs through ``est.cdf``, in the table's units;
 * ``auto marginals, 1-way blocks at weight 2`` (the previous default; run by default) and, asked
   with ``--systems``, ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
   ``one_way_weight`` 2, 1 (one plain ``Marginals``) or 4 instead of the default 3;
@@ -101,6 +107,7 @@ SYSTEMS = (
     "hist_synthetic",
     "marginals_synthetic",
     "marginals_weighted2",
+    "schema",
     "mst",
     "aim",
     "opendp_polars",
@@ -122,6 +129,7 @@ LABELS = {
     "marginals_weighted2": "auto marginals as above, 1-way blocks at weight 2 (one_way_weight=2, the previous default) + synthetic decoder",
     "marginals_weighted4": "auto marginals as above, 1-way blocks at weight 4 (one_way_weight=4) + synthetic decoder",
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
+    "schema": "schema release + M2M, every default (32-bin 1-way marginals, 2-way by the row-estimate rule)",
     "mst": "OpenDP dp.mbi MST (16 bins)",
     "aim": "OpenDP dp.mbi AIM (16 bins)",
     "opendp_polars": f"OpenDP Polars, one query at a time (ε/{N_COUNTS} each; counts only, the first "
@@ -262,6 +270,55 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> 
     means = np.asarray(est.mean())
     second = np.asarray(est.moment(2))
     groups = group_means(name, est.samples, est.weights, lo, hi)
+    return Answers(
+        counts, cdfs, means, time.perf_counter() - t0, second=second, fit_seconds=fit, groups=groups
+    )
+
+
+def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+    """The user's path: a frame, a public schema of the same box, every default."""
+    import opendp.prelude as dp
+
+    import opendp_sketch as dps
+
+    dp.enable_features("contrib", "honest-but-curious")
+    cats = CATEGORICAL.get(name, [])
+    spec: dict[str, Any] = {}
+    data = {}
+    for j, c in enumerate(cols):
+        if j in cats:  # public codes as labels
+            labels = [str(k) for k in range(int(lo[j]), int(hi[j]) + 1)]
+            spec[c] = labels
+            data[c] = pl.Series(c, X[:, j].astype(int).astype(str))
+        else:
+            spec[c] = dps.Numeric(float(lo[j]), float(hi[j]))
+            data[c] = pl.Series(c, X[:, j])
+    schema = dps.Schema(spec, rows=public_rows(X.shape[0]))
+    t0 = time.perf_counter()
+    sk = dps.release_sketch(pl.DataFrame(data), schema=schema, epsilon=eps)
+    est = dps.M2M(sk, seed=seed)
+    fit = time.perf_counter() - t0
+    width = np.where([j in cats for j in range(lo.size)], 1.0, hi - lo)
+    base = np.where([j in cats for j in range(lo.size)], 0.0, lo)
+
+    def box(Z: np.ndarray) -> np.ndarray:  # the decoder's encoded coordinates → the box's units
+        return base + Z * width
+
+    # a callable query sees the table's units (numbers) and codes (labels)
+    counts = np.array([est.count(lambda Z, q=q: in_range(Z, q, E)) for q in queries])
+    P = cdf_points(E)
+    cdfs = np.concatenate(
+        [
+            np.atleast_1d(est.cdf(j, P[j]))
+            if j not in cats
+            else np.array([est.count(lambda Z, j=j, p=p: Z[:, j] <= p) / est.n_hat for p in P[j]])
+            for j in range(lo.size)
+        ]
+    )
+    S, w = box(est.samples), est.weights
+    means = w @ S
+    second = w @ (S * S)
+    groups = group_means(name, S, w, lo, hi)
     return Answers(
         counts, cdfs, means, time.perf_counter() - t0, second=second, fit_seconds=fit, groups=groups
     )
@@ -460,6 +517,8 @@ def main(argv: list[str] | None = None) -> None:
                     if system in ("mst", "aim")
                     else run_opendp_polars
                     if system == "opendp_polars"
+                    else run_schema
+                    if system == "schema"
                     else run_ours
                 )
                 row: dict[str, Any] = {
