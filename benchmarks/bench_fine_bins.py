@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_one_way_weight as common  # noqa: E402
 import bench_real_tables as real  # noqa: E402
 
 RESULTS = real.RESULTS
@@ -66,7 +67,7 @@ def holds(Z: np.ndarray, q: tuple, categorical: list[int]) -> np.ndarray:
 
 def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dict[str, Any]]:
     import opendp_sketch as dps
-    from opendp_sketch.release import DEFAULT_COUNT_FRACTION, auto_marginals
+    from opendp_sketch.release import auto_marginals
 
     X, cols, lo, hi = real.load_table(name)
     n, d = X.shape
@@ -79,7 +80,6 @@ def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dic
     points = {j: rng_q.uniform(lo[j], hi[j], N_POINTS) for j in nums}
     true_cdf = np.concatenate([(X[:, j][:, None] <= points[j]).mean(axis=0) for j in nums])
     true_means = X[:, nums].mean(axis=0)
-    share = 1.0 - DEFAULT_COUNT_FRACTION
     maps = {}
     for s in settings:
         fm = auto_marginals(
@@ -99,16 +99,7 @@ def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dic
         z = rng.laplace(size=max(fm.num_features for fm, _, _ in maps.values()))
         zc = rng.laplace()
         for s, (fm, exact, bins) in maps.items():
-            b = fm.sensitivity(1) / (eps * share)
-            bc = 1.0 / (eps * DEFAULT_COUNT_FRACTION)
-            sk = dps.Sketch(
-                feature_map=fm,
-                sum_units=np.rint((exact + b * z[: exact.size]) / fm.unit).astype(np.int64),
-                count=int(round(n + bc * zc)),
-                noise={"mechanism": "laplace", "sum_variance": 2 * b * b, "count_variance": 2 * bc * bc},
-                bounds=(lo.tolist(), hi.tolist()),
-                column_names=cols,
-            )
+            sk = common.simulated_release(fm, exact, n, z, zc, eps, lo, hi, cols)
             est = dps.M2M(sk, seed=rep)
             counts = np.array([est.count(lambda Z, q=q: holds(Z, q, cats)) for q in queries]) / n
             err = np.abs(counts - truth)
@@ -131,12 +122,6 @@ def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dic
             f"[{_dt.datetime.now():%H:%M:%S}] {name} ε={eps:g} repetition {rep}", file=sys.stderr, flush=True
         )
     return rows
-
-
-def paired(rows: list[dict[str, Any]], ref: dict[int, dict[str, Any]], key: str) -> str:
-    diffs = np.array([r[key] - ref[r["rep"]][key] for r in rows]) * 1e4
-    se = diffs.std(ddof=1) / np.sqrt(diffs.size) if diffs.size > 1 else float("nan")
-    return f"{diffs.mean():+.2f} ± {se:.2f}"
 
 
 def write(rows: list[dict[str, Any]], out: Path, settings: list[str], reps: int) -> None:
@@ -176,7 +161,11 @@ def write(rows: list[dict[str, Any]], out: Path, settings: list[str], reps: int)
                 dc, df, dm = (
                     ("–", "–", "–")
                     if first
-                    else (paired(ra, ref, "counts"), paired(ra, ref, "cdf"), paired(ra, ref, "means"))
+                    else (
+                        common.paired(ra, ref, "counts"),
+                        common.paired(ra, ref, "cdf"),
+                        common.paired(ra, ref, "means"),
+                    )
                 )
                 lines.append(
                     f"| {name} | {eps:g} | {s} | {ra[0]['bins']} | {m['counts']:.2f} | {m['counts_1']:.2f} | "

@@ -47,6 +47,26 @@ import bench_real_tables as real  # noqa: E402
 RESULTS = real.RESULTS
 
 
+def simulated_release(fm, exact, n: int, z, zc: float, eps: float, lo, hi, cols) -> Any:
+    """A sketch of ``fm`` whose sum is the exact sum ``exact`` plus the standard Laplace draws
+    ``z`` scaled to the Laplace measurement's scale ``Δ₁ / (ε (1 − count share))``, and whose
+    count is ``n`` plus ``zc`` at the count's scale: a simulated release for comparing design
+    choices on common noise (numpy noise with the mechanism's law; not a privacy release)."""
+    import opendp_sketch as dps
+    from opendp_sketch.release import DEFAULT_COUNT_FRACTION
+
+    b = fm.sensitivity(1) / (eps * (1.0 - DEFAULT_COUNT_FRACTION))
+    bc = 1.0 / (eps * DEFAULT_COUNT_FRACTION)
+    return dps.Sketch(
+        feature_map=fm,
+        sum_units=np.rint((exact + b * z[: exact.size]) / fm.unit).astype(np.int64),
+        count=int(round(n + bc * zc)),
+        noise={"mechanism": "laplace", "sum_variance": 2 * b * b, "count_variance": 2 * bc * bc},
+        bounds=(lo.tolist(), hi.tolist()),
+        column_names=cols,
+    )
+
+
 def run_table(
     name: str,
     eps: float,
@@ -59,7 +79,7 @@ def run_table(
     from opendp_sketch.estimators import synthetic
 
     excesses = excesses or [synthetic._RAKE_EXCESS]
-    from opendp_sketch.release import DEFAULT_COUNT_FRACTION, auto_marginals
+    from opendp_sketch.release import auto_marginals
 
     X, cols, lo, hi = real.load_table(name)
     n, d = X.shape
@@ -69,7 +89,6 @@ def run_table(
     arity = np.array([len(q[0]) for q in queries])
     truth = np.array([real.in_range(X, q, E).sum() for q in queries], dtype=np.float64) / n
     true_cdf = np.concatenate([(X[:, j][:, None] < P[j]).mean(axis=0) for j in range(d)])
-    share = 1.0 - DEFAULT_COUNT_FRACTION
     maps = {}
     for a in weights:
         fm = auto_marginals(
@@ -92,16 +111,7 @@ def run_table(
         zc = rng.laplace()
         for a, excess in [(a, x) for a in weights for x in excesses]:
             fm, exact = maps[a]
-            b = fm.sensitivity(1) / (eps * share)
-            bc = 1.0 / (eps * DEFAULT_COUNT_FRACTION)
-            sk = dps.Sketch(
-                feature_map=fm,
-                sum_units=np.rint((exact + b * z[: exact.size]) / fm.unit).astype(np.int64),
-                count=int(round(n + bc * zc)),
-                noise={"mechanism": "laplace", "sum_variance": 2 * b * b, "count_variance": 2 * bc * bc},
-                bounds=(lo.tolist(), hi.tolist()),
-                column_names=cols,
-            )
+            sk = simulated_release(fm, exact, n, z, zc, eps, lo, hi, cols)
             default, synthetic._RAKE_EXCESS = synthetic._RAKE_EXCESS, excess
             try:
                 est = dps.M2M(sk, seed=rep)
