@@ -954,9 +954,11 @@ def auto_marginals(
     Answers between the cells' edges (a CDF at any point, a range count in the user's units, a
     mean) lean on finer 1-way cells; answers on a coarse grid add more cells' noise. Measured on
     off-grid queries from common noise (``benchmarks/results/bench_fine_bins.md``): 64 bins
-    against 32 lowered range-count and CDF errors on movies and CPSSW8 at ε = 0.1, 1 and 3 and on
-    countymurders at ε = 1 and 3 (ratios 5.6–9.6 and above), and raised them on countymurders at
-    ε = 0.1 (ratio 4.6), where the rule keeps 32.
+    against 32 lowered range-count, CDF and mean errors on movies and CPSSW8 at ε = 0.1, 1 and 3
+    (ratio ``rows / 64 / σ₁`` from 9.1 to 238), and counts and means on countymurders at ε = 1
+    and 3 (CDFs level; ratio 50 and 69), and raised every error on countymurders at ε = 0.1
+    (ratio 5.0), where the rule keeps 32. On a coarse grid of queries finer cells add noise
+    (``real_tables_schema_eps1.md``).
 
     :example:
 
