@@ -400,3 +400,31 @@ def test_row_estimate_picks_the_map_never_the_data(people):
     ]
     assert maps[0] == maps[1] == maps[2] == dps.auto_feature_map(schema, epsilon=1.0).to_dict()
     assert maps[0] != dps.auto_feature_map(SCHEMA).to_dict()  # the estimate did change the resolution
+
+
+def test_one_way_bins_follow_the_row_estimate_and_the_budget():
+    """Numeric 1-way marginals get 64 bins exactly when an average cell of 64 holds at least
+    AUTO_FINE_SNR noise std's of rows (public estimate and budget only); 32 otherwise, and an
+    explicit ``fine_bins`` is kept."""
+    import math
+
+    from opendp_sketch.release import AUTO_FINE_SNR, DEFAULT_COUNT_FRACTION, auto_marginals
+
+    def one_way(fm):
+        return {b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 1}
+
+    box = ([0.0] * 7, [1.0] * 7)
+    assert one_way(auto_marginals(box)) == {(32,)}  # no row estimate: no rule
+    assert one_way(auto_marginals(box, rows=60_000, epsilon=1.0)) == {(64,)}
+    assert one_way(auto_marginals(box, rows=60_000, epsilon=1.0, fine_bins=16)) == {(16,)}
+    # ε = 0.1 keeps no pair near these sizes: a plain Marginals, 1-way noise std √2·7/(ε·share)
+    eps = 0.1
+    std = math.sqrt(2) * 7 / (eps * (1 - DEFAULT_COUNT_FRACTION))
+    edge = 64 * AUTO_FINE_SNR * std
+    below = auto_marginals(box, rows=math.floor(edge * 0.99), epsilon=eps)
+    above = auto_marginals(box, rows=math.ceil(edge * 1.01), epsilon=eps)
+    assert isinstance(below, dps.Marginals) and isinstance(above, dps.Marginals)
+    assert one_way(below) == {(32,)} and one_way(above) == {(64,)}
+    # categories keep their cells whatever the bins
+    cats = auto_marginals(([0.0, 0.0], [1.0, 3.0]), categorical=[1], rows=60_000, epsilon=1.0)
+    assert one_way(cats) == {(64,), (4,)}
