@@ -1008,7 +1008,26 @@ def auto_marginals(
         raise ValueError(f"rows ({rows!r}) must be a positive integer: a public estimate of the row count")
     budget = Budget.of(epsilon, delta, rho)
     share = 1.0 - check_fraction(count_fraction)
-    chosen = _pairs_by_rule(build, weighted, rows, budget, share, chosen_bins, one_way_weight)
+
+    def by_rule(fine: int) -> FeatureMap:
+        """``fine``-bin 1-way blocks and the 2-way blocks the row-estimate rule keeps."""
+        fm = build(min(AUTO_MAX_PAIR_BINS, fine), fine)
+        # the noise of the map with every pair, its 1-way blocks at weight min(a, 2): dropping blocks
+        # only lowers it, so up to weight 2 a kept pair's cells hold at least this many noise std's of
+        # rows in the final map too; a heavier 1-way weight keeps the pairs weight 2 keeps
+        rule = weighted(fm, min(float(one_way_weight), AUTO_RULE_ONE_WAY_WEIGHT))
+        std = budget.coordinate_std(rule.sensitivity(1), rule.sensitivity(2), share)
+        full = weighted(fm)
+        keep = [
+            i
+            for i, b in enumerate(fm.blocks)
+            if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std
+        ]
+        if len(keep) == len(fm.blocks):
+            return full
+        return weighted(fm.take(keep))
+
+    chosen = by_rule(chosen_bins)
     if fine_bins is None:
         # the 1-way cells' noise in rows: the map's coordinate noise over the 1-way blocks' weight
         weight = float(one_way_weight) if isinstance(chosen, Composite) else 1.0
@@ -1016,36 +1035,8 @@ def auto_marginals(
         if rows / AUTO_FINER_BINS >= AUTO_FINE_SNR * one_way_std:
             # the same blocks with finer 1-way cells: every block still takes one cell per row, so
             # the sensitivity, the noise and the pairs the rule keeps are the same
-            return _pairs_by_rule(build, weighted, rows, budget, share, AUTO_FINER_BINS, one_way_weight)
+            return by_rule(AUTO_FINER_BINS)
     return chosen
-
-
-def _pairs_by_rule(
-    build: Callable[..., Any],
-    weighted: Callable[..., FeatureMap],
-    rows: int,
-    budget: Budget,
-    share: float,
-    fine_bins: int,
-    one_way_weight: float,
-) -> FeatureMap:
-    """The automatic marginals with ``fine_bins``-bin 1-way blocks and the 2-way blocks the
-    row-estimate rule keeps (see :func:`auto_marginals`)."""
-    fm = build(min(AUTO_MAX_PAIR_BINS, fine_bins), fine_bins)
-    # the noise of the map with every pair, its 1-way blocks at weight min(a, 2): dropping blocks
-    # only lowers it, so up to weight 2 a kept pair's cells hold at least this many noise std's of
-    # rows in the final map too; a heavier 1-way weight keeps the pairs weight 2 keeps
-    rule = weighted(fm, min(float(one_way_weight), AUTO_RULE_ONE_WAY_WEIGHT))
-    std = budget.coordinate_std(rule.sensitivity(1), rule.sensitivity(2), share)
-    full = weighted(fm)
-    keep = [
-        i
-        for i, b in enumerate(fm.blocks)
-        if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std
-    ]
-    if len(keep) == len(fm.blocks):
-        return full
-    return weighted(fm.take(keep))
 
 
 def auto_feature_map(
