@@ -43,28 +43,6 @@ N_POINTS = 20
 KEYS = ["counts", "counts_1", "counts_2", "counts_3", "cdf", "means"]
 
 
-def off_grid_queries(lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> list[tuple]:
-    d = lo.size
-    out = []
-    for _ in range(N_QUERIES):
-        cols = sorted(rng.choice(d, size=int(rng.integers(1, min(d, 3) + 1)), replace=False).tolist())
-        a = np.array([rng.uniform(lo[c], hi[c]) for c in cols])
-        b = np.array([rng.uniform(lo[c], hi[c]) for c in cols])
-        out.append((cols, np.minimum(a, b), np.maximum(a, b)))
-    return out
-
-
-def holds(Z: np.ndarray, q: tuple, categorical: list[int]) -> np.ndarray:
-    cols, a, b = q
-    keep = np.ones(Z.shape[0], dtype=bool)
-    for c, x, y in zip(cols, a, b):
-        if c in categorical:
-            keep &= (Z[:, c] >= np.floor(x)) & (Z[:, c] <= np.ceil(y))
-        else:
-            keep &= (Z[:, c] >= x) & (Z[:, c] < y)
-    return keep
-
-
 def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dict[str, Any]]:
     import opendp_sketch as dps
     from opendp_sketch.release import auto_marginals
@@ -73,9 +51,9 @@ def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dic
     n, d = X.shape
     cats = real.CATEGORICAL.get(name, [])
     rng_q = np.random.default_rng(777)
-    queries = off_grid_queries(lo, hi, rng_q)
+    queries = real.off_grid_queries(lo, hi, rng_q, N_QUERIES)
     arity = np.array([len(q[0]) for q in queries])
-    truth = np.array([holds(X, q, cats).mean() for q in queries])
+    truth = np.array([real.holds(X, q, cats).mean() for q in queries])
     nums = [j for j in range(d) if j not in cats]
     points = {j: rng_q.uniform(lo[j], hi[j], N_POINTS) for j in nums}
     true_cdf = np.concatenate([(X[:, j][:, None] <= points[j]).mean(axis=0) for j in nums])
@@ -101,7 +79,7 @@ def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dic
         for s, (fm, exact, bins) in maps.items():
             sk = common.simulated_release(fm, exact, n, z, zc, eps, lo, hi, cols)
             est = dps.M2M(sk, seed=rep)
-            counts = np.array([est.count(lambda Z, q=q: holds(Z, q, cats)) for q in queries]) / n
+            counts = np.array([est.count(lambda Z, q=q: real.holds(Z, q, cats)) for q in queries]) / n
             err = np.abs(counts - truth)
             cdf = np.concatenate([np.atleast_1d(est.cdf(j, points[j])) for j in nums])
             means = np.asarray(est.mean())[nums]

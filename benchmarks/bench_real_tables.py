@@ -13,11 +13,12 @@ Systems, each released at the same ε (pure DP) in the same run:
 * ``auto marginals + synthetic``: the schema's default map (``release.auto_marginals`` with a
   public row estimate, the row count to two significant digits) and decoder;
 * ``schema release + M2M``: the user's path with every default — a Polars frame, a ``dps.Schema``
-  of the same public box (linear numeric ranges; CPSSW8's codes as categorical labels) carrying the
-  public row estimate, ``dps.release_sketch(frame, schema=..., epsilon=ε)`` and ``dps.M2M(sketch)``.
-  Its automatic map is the rule above with the schema path's 32-bin 1-way marginals
-  (``AUTO_FINE_BINS``; their edges include the 16-bin grid's); counts go through ``est.count``
-  and CDFs through ``est.cdf``, in the table's units;
+  of the same public box (linear numeric ranges, ``integer=True`` on the columns R stores as
+  integers; CPSSW8's codes as categorical labels) carrying the public row estimate,
+  ``dps.release_sketch(frame, schema=..., epsilon=ε)`` and ``dps.M2M(sketch)``. Its automatic
+  map is the rule above with the schema path's 1-way bins (``fine_bins=None``: 32 or 64 bins,
+  whose edges include the 16-bin grid's; one per value of an integer column with at most 32
+  values); counts go through ``est.count`` and CDFs through ``est.cdf``, in the table's units;
 * ``auto marginals, 1-way blocks at weight 2`` (the previous default; run by default) and, asked
   with ``--systems``, ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
   ``one_way_weight`` 2, 1 (one plain ``Marginals``) or 4 instead of the default 3;
@@ -102,6 +103,13 @@ TABLES: dict[str, tuple[str, str, dict[str, tuple[float, float]]]] = {
 }
 #: categorical columns (integer codes) of each table, for the Marginals map
 CATEGORICAL = {"CPSSW8": [3, 4]}
+#: columns stored as integers (R's integer type), declared ``Numeric(..., integer=True)`` on the
+#: user's path as a user who knows the table's types would
+INTEGER = {
+    "movies": ["year", "length", "votes"],
+    "CPSSW8": ["age", "education"],
+    "countymurders": ["popul", "murders"],
+}
 SYSTEMS = (
     "hist_ridge",
     "hist_synthetic",
@@ -129,7 +137,7 @@ LABELS = {
     "marginals_weighted2": "auto marginals as above, 1-way blocks at weight 2 (one_way_weight=2, the previous default) + synthetic decoder",
     "marginals_weighted4": "auto marginals as above, 1-way blocks at weight 4 (one_way_weight=4) + synthetic decoder",
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
-    "schema": "schema release + M2M, every default (32-bin 1-way marginals, 2-way by the row-estimate rule)",
+    "schema": "schema release + M2M, every default (32- or 64-bin 1-way marginals, 2-way by the row-estimate rule)",
     "mst": "OpenDP dp.mbi MST (16 bins)",
     "aim": "OpenDP dp.mbi AIM (16 bins)",
     "opendp_polars": f"OpenDP Polars, one query at a time (ε/{N_COUNTS} each; counts only, the first "
@@ -204,6 +212,85 @@ def cdf_points(E: np.ndarray) -> np.ndarray:
     return E[:, 1 : BINS : max(1, BINS // N_CDF)][:, :N_CDF]
 
 
+def off_grid_queries(
+    lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator, n: int = N_COUNTS
+) -> list[tuple[list[int], np.ndarray, np.ndarray]]:
+    """Range counts over 1–3 columns at a user's thresholds: endpoints drawn uniformly in the box
+    (read by :func:`holds`)."""
+    d = lo.size
+    out = []
+    for _ in range(n):
+        cols = sorted(rng.choice(d, size=int(rng.integers(1, min(d, 3) + 1)), replace=False).tolist())
+        a = np.array([rng.uniform(lo[c], hi[c]) for c in cols])
+        b = np.array([rng.uniform(lo[c], hi[c]) for c in cols])
+        out.append((cols, np.minimum(a, b), np.maximum(a, b)))
+    return out
+
+
+def holds(Z: np.ndarray, q: tuple, categorical: list[int]) -> np.ndarray:
+    """``a ≤ x < b`` on each numeric column of an off-grid query; a categorical column takes the
+    codes in ``[⌊a⌋, ⌈b⌉]``."""
+    cols, a, b = q
+    keep = np.ones(Z.shape[0], dtype=bool)
+    for c, x, y in zip(cols, a, b):
+        if c in categorical:
+            keep &= (Z[:, c] >= np.floor(x)) & (Z[:, c] <= np.ceil(y))
+        else:
+            keep &= (Z[:, c] >= x) & (Z[:, c] < y)
+    return keep
+
+
+class UserQueries:
+    """The off-grid questions of one table: range counts (:func:`off_grid_queries`) and CDF points
+    ``P(x ≤ t)`` at ``N_CDF`` uniform points of every numeric column (query seed 777)."""
+
+    def __init__(self, name: str, lo: np.ndarray, hi: np.ndarray):
+        rng = np.random.default_rng(777)
+        self.categorical = CATEGORICAL.get(name, [])
+        self.counts = off_grid_queries(lo, hi, rng)
+        self.numeric = [j for j in range(lo.size) if j not in self.categorical]
+        self.points = {j: np.sort(rng.uniform(lo[j], hi[j], N_CDF)) for j in self.numeric}
+
+    def answer(self, est: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Counts and CDF values from one of this project's estimators (callables in the box's units)."""
+        counts = np.array([est.count(lambda Z, q=q: holds(Z, q, self.categorical)) for q in self.counts])
+        cdfs = np.concatenate([np.atleast_1d(est.cdf(j, self.points[j])) for j in self.numeric])
+        return counts, cdfs
+
+    def cell_shares(self, c: int, a: float, b: float, E: np.ndarray) -> np.ndarray:
+        """The share of each grid cell of column ``c`` an answer spreading a cell's rows uniformly
+        over it counts in ``[a, b)`` (a categorical column: the cells holding codes in ``[⌊a⌋, ⌈b⌉]``)."""
+        e = E[c]
+        if c in self.categorical:
+            shares = np.zeros(BINS)
+            for k in range(int(np.floor(a)), int(np.ceil(b)) + 1):
+                if e[0] <= k <= e[-1]:
+                    shares[min(int(np.searchsorted(e, k, side="right")) - 1, BINS - 1)] = 1.0
+            return shares
+        return np.clip((np.minimum(e[1:], b) - np.maximum(e[:-1], a)) / np.diff(e), 0.0, 1.0)
+
+    def answer_cells(self, project: Any, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Counts and CDF values from a contingency table over the grid (``project(cols)``: the cell
+        counts of those columns), its rows spread uniformly within each cell."""
+        counts = []
+        for cols, a, b in self.counts:
+            v = np.asarray(project(cols), dtype=np.float64)
+            for c, x, y in reversed(list(zip(cols, a, b))):
+                v = v @ self.cell_shares(c, x, y, E)
+            counts.append(float(v))
+        cdfs = []
+        for j in self.numeric:
+            cells = np.asarray(project([j]), dtype=np.float64)
+            total = cells.sum()
+            cdfs.extend(float(cells @ self.cell_shares(j, E[j, 0], t, E)) / total for t in self.points[j])
+        return np.array(counts), np.array(cdfs)
+
+    def truth(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        counts = np.array([holds(X, q, self.categorical).sum() for q in self.counts], dtype=np.float64)
+        cdfs = np.concatenate([(X[:, j][:, None] <= self.points[j]).mean(axis=0) for j in self.numeric])
+        return counts, cdfs
+
+
 # -- systems ---------------------------------------------------------------------------------------
 
 
@@ -221,8 +308,11 @@ class Answers:
         fit_seconds: float = float("nan"),
         count_idx: np.ndarray | None = None,
         groups: np.ndarray | None = None,
+        user: tuple[np.ndarray, np.ndarray] | None = None,
     ):
         self.counts, self.cdfs, self.means, self.seconds, self.note = counts, cdfs, means, seconds, note
+        #: the :class:`UserQueries` answers (counts, CDF values); ``None``: not asked
+        self.user = user
         self.second = second
         #: release + decode (ours) or release with the model fit (dp.mbi): before any query
         self.fit_seconds = fit_seconds
@@ -237,7 +327,7 @@ def public_rows(n: int) -> int:
     return int(float(f"{n:.2g}"))
 
 
-def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user) -> Answers:
     import opendp.prelude as dp
 
     import opendp_sketch as dps
@@ -266,16 +356,25 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> 
     fit = time.perf_counter() - t0
     counts = np.array([est.count(lambda Z, q=q: in_range(Z, q, E)) for q in queries])
     P = cdf_points(E)
-    cdfs = np.concatenate([np.atleast_1d(est.cdf(j, P[j])) for j in range(d)])
+    # the grid's CDF is the mass below an edge, P(x < edge): asked just below it
+    cdfs = np.concatenate([np.atleast_1d(est.cdf(j, np.nextafter(P[j], -np.inf))) for j in range(d)])
     means = np.asarray(est.mean())
     second = np.asarray(est.moment(2))
     groups = group_means(name, est.samples, est.weights, lo, hi)
+    off_grid = user.answer(est)
     return Answers(
-        counts, cdfs, means, time.perf_counter() - t0, second=second, fit_seconds=fit, groups=groups
+        counts,
+        cdfs,
+        means,
+        time.perf_counter() - t0,
+        second=second,
+        fit_seconds=fit,
+        groups=groups,
+        user=off_grid,
     )
 
 
-def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user) -> Answers:
     """The user's path: a frame, a public schema of the same box, every default."""
     import opendp.prelude as dp
 
@@ -291,8 +390,9 @@ def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -
             spec[c] = labels
             data[c] = pl.Series(c, X[:, j].astype(int).astype(str))
         else:
-            spec[c] = dps.Numeric(float(lo[j]), float(hi[j]))
-            data[c] = pl.Series(c, X[:, j])
+            integer = c in INTEGER.get(name, [])
+            spec[c] = dps.Numeric(float(lo[j]), float(hi[j]), integer=integer)
+            data[c] = pl.Series(c, X[:, j].astype(np.int64) if integer else X[:, j])
     schema = dps.Schema(spec, rows=public_rows(X.shape[0]))
     t0 = time.perf_counter()
     sk = dps.release_sketch(pl.DataFrame(data), schema=schema, epsilon=eps)
@@ -309,7 +409,7 @@ def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -
     P = cdf_points(E)
     cdfs = np.concatenate(
         [
-            np.atleast_1d(est.cdf(j, P[j]))
+            np.atleast_1d(est.cdf(j, np.nextafter(P[j], -np.inf)))  # P(x < edge), as the grid's
             if j not in cats
             else np.array([est.count(lambda Z, j=j, p=p: Z[:, j] <= p) / est.n_hat for p in P[j]])
             for j in range(lo.size)
@@ -319,12 +419,20 @@ def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -
     means = w @ S
     second = w @ (S * S)
     groups = group_means(name, S, w, lo, hi)
+    off_grid = user.answer(est)
     return Answers(
-        counts, cdfs, means, time.perf_counter() - t0, second=second, fit_seconds=fit, groups=groups
+        counts,
+        cdfs,
+        means,
+        time.perf_counter() - t0,
+        second=second,
+        fit_seconds=fit,
+        groups=groups,
+        user=off_grid,
     )
 
 
-def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user) -> Answers:
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
@@ -344,7 +452,7 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> A
         cube = np.asarray(table.project([cols[c] for c in qc]), dtype=np.float64)
         counts.append(float(cube[tuple(slice(int(i), int(k)) for i, k in zip(a, b))].sum()))
     syn = table.synthesize()
-    S = syn.select(cols).to_numpy().astype(np.float64)
+    S = in_cells(syn.select(cols).to_numpy().astype(np.float64), E, cuts, cols, name, seed)
     P = cdf_points(E)
     cdfs = np.concatenate([(S[:, j][:, None] <= P[j]).mean(axis=0) for j in range(lo.size)])
     means = S.mean(axis=0)
@@ -357,10 +465,27 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> A
         second=(S * S).mean(axis=0),
         fit_seconds=fit,
         groups=groups,
+        user=user.answer_cells(lambda qc: table.project([cols[c] for c in qc]), E),
     )
 
 
-def run_opendp_polars(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E) -> Answers:
+def in_cells(
+    S: np.ndarray, E: np.ndarray, cuts: dict[str, list[float]], cols, name: str, seed: int
+) -> np.ndarray:
+    """``dp.mbi``'s synthetic rows with each value drawn uniformly within its grid cell of the
+    public box (a categorical column's: the nearest code). OpenDP 0.16's ``synthesize()`` draws a
+    value of the first and last cells within one unit of the cut (its keys do not know the box),
+    which put its means far off on columns with wide ranges; the cell counts are the same."""
+    rng = np.random.default_rng(seed)
+    out = np.empty_like(S)
+    for j, c in enumerate(cols):
+        k = np.searchsorted(np.asarray(cuts[c]), S[:, j], side="left")  # cells (c⁻, c'⁻]
+        v = rng.uniform(E[j, k], E[j, k + 1])
+        out[:, j] = np.rint(v) if j in CATEGORICAL.get(name, []) else v
+    return out
+
+
+def run_opendp_polars(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user) -> Answers:
     """OpenDP's Polars Context, one count at a time: the budget split evenly over all the counts
     (``split_evenly_over``), the first ``PER_QUERY_MEASURED`` asked (1–3 s each on 2 cores)."""
     import opendp.prelude as dp
@@ -391,7 +516,28 @@ def run_opendp_polars(system: str, name: str, X, cols, lo, hi, eps, seed, querie
 # -- driver ----------------------------------------------------------------------------------------
 
 
-def evaluate(ans: Answers, name: str, X: np.ndarray, queries, E) -> dict[str, float]:
+def off_grid_errors(ans: Answers, X: np.ndarray, user: UserQueries) -> dict[str, float]:
+    """Mean ``|err| / n`` of the off-grid counts and mean ``|err|`` of the off-grid CDF values
+    (``nan``: not asked), and the infeasible ones among them."""
+    nan = float("nan")
+    if ans.user is None:
+        return {"user_count_err": nan, "user_cdf_err": nan, "user_infeasible": 0, "user_queries": 0}
+    counts, cdfs = ans.user
+    true_counts, true_cdfs = user.truth(X)
+    split = np.cumsum([len(user.points[j]) for j in user.numeric])[:-1]
+    return {
+        "user_count_err": float(np.mean(np.abs(counts - true_counts)) / X.shape[0]),
+        "user_cdf_err": float(np.mean(np.abs(cdfs - true_cdfs))),
+        "user_infeasible": int(
+            (counts < 0).sum()
+            + ((cdfs < 0) | (cdfs > 1)).sum()
+            + sum(int((np.diff(c) < -1e-12).sum()) for c in np.split(cdfs, split))
+        ),
+        "user_queries": int(counts.size + cdfs.size),
+    }
+
+
+def evaluate(ans: Answers, name: str, X: np.ndarray, queries, E, user: UserQueries) -> dict[str, float]:
     n = X.shape[0]
     truth = np.array([in_range(X, q, E).sum() for q in queries], dtype=np.float64)
     mu = X.mean(axis=0)
@@ -428,6 +574,7 @@ def evaluate(ans: Answers, name: str, X: np.ndarray, queries, E) -> dict[str, fl
             "queries": int(len(ans.counts)),
             "seconds": ans.seconds,
             "fit_seconds": ans.fit_seconds,
+            **off_grid_errors(ans, X, user),
         }
     return {
         "count_err": float(np.mean(err)),
@@ -457,6 +604,7 @@ def evaluate(ans: Answers, name: str, X: np.ndarray, queries, E) -> dict[str, fl
         "queries": int(len(ans.counts) + len(ans.cdfs) + len(ans.means)),
         "seconds": ans.seconds,
         "fit_seconds": ans.fit_seconds,
+        **off_grid_errors(ans, X, user),
     }
 
 
@@ -502,6 +650,7 @@ def main(argv: list[str] | None = None) -> None:
         X, cols, lo, hi = load_table(name)
         E = edges(lo, hi)
         queries = make_queries(lo, hi, np.random.default_rng(12345))
+        user = UserQueries(name, lo, hi)
         for system in systems:
             runs = releases
             if system == "opendp_polars" and args.peer_releases is not None:
@@ -531,11 +680,12 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     row.update(
                         evaluate(
-                            runner(system, name, X, cols, lo, hi, args.epsilon, r, queries, E),
+                            runner(system, name, X, cols, lo, hi, args.epsilon, r, queries, E, user),
                             name,
                             X,
                             queries,
                             E,
+                            user,
                         )
                     )
                     row["failure"] = ""
@@ -570,8 +720,12 @@ def write(
         "second_mre",
         "cdf_err",
         "group_mre",
+        "user_count_err",
+        "user_cdf_err",
         "infeasible",
         "queries",
+        "user_infeasible",
+        "user_queries",
         "seconds",
         "fit_seconds",
         "failure",
@@ -596,11 +750,15 @@ def write(
         )
         + ", 16 equal bins per column, "
         f"{N_COUNTS} random 1–3-column range counts (whole bins; error also split by the number of "
-        f"columns), {N_CDF} CDF points per column. "
+        f"columns), {N_CDF} CDF points per column; off the grid (a user's thresholds), {N_COUNTS} "
+        f"range counts with endpoints drawn uniformly in the box and {N_CDF} CDF points per numeric "
+        "column at uniform points (MST and AIM spread a cell's rows uniformly over it; the per-query "
+        "peer is not asked). Means and moments of MST and AIM come from `synthesize()` with each "
+        "value redrawn uniformly within its cell of the public box (see `in_cells`). "
         "Cells: mean over releases (min–max for time); failures as reported.",
         "",
-        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | second moments MRE | CDF mean \\|err\\| | group means MRE | infeasible answers (all releases) | release + fit s | with all answers s | failures |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| table | system | counts: mean \\|err\\|/n | 1-col | 2-col | 3-col | negative counts | CDF outside [0, 1] | means MRE | second moments MRE | CDF mean \\|err\\| | group means MRE | off-grid counts: mean \\|err\\|/n | off-grid CDF mean \\|err\\| | infeasible answers (all releases) | release + fit s | with all answers s | failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in tables:
         for system in systems:
@@ -626,12 +784,15 @@ def write(
                     cell("second_mre"),
                     cell("cdf_err"),
                     cell("group_mre"),
-                    f"{sum(r['infeasible'] for r in ok)} of {sum(r['queries'] for r in ok):,}",
+                    cell("user_count_err"),
+                    cell("user_cdf_err"),
+                    f"{sum(r['infeasible'] + r['user_infeasible'] for r in ok)} of "
+                    f"{sum(r['queries'] + r['user_queries'] for r in ok):,}",
                     "–" if not np.isfinite(f).all() else f"{min(f):.1f}–{max(f):.1f}",
                     f"{min(t):.1f}–{max(t):.1f}",
                 ]
             else:
-                cells = ["–"] * 13
+                cells = ["–"] * 15
             lines.append(
                 f"| {name} (n={rs[0]['n']}, d={rs[0]['d']}) | {LABELS[system]} | "
                 + " | ".join(cells)
