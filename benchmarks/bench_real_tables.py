@@ -374,13 +374,11 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
     )
 
 
-def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user) -> Answers:
-    """The user's path: a frame, a public schema of the same box, every default."""
-    import opendp.prelude as dp
-
+def schema_frame(name: str, X: np.ndarray, cols: list[str], lo: np.ndarray, hi: np.ndarray):
+    """The table as a user holds it (a Polars frame; CPSSW8's codes as labels, R's integer columns
+    as integers) and a public ``dps.Schema`` of the same box with the public row estimate."""
     import opendp_sketch as dps
 
-    dp.enable_features("contrib", "honest-but-curious")
     cats = CATEGORICAL.get(name, [])
     spec: dict[str, Any] = {}
     data = {}
@@ -393,9 +391,20 @@ def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, u
             integer = c in INTEGER.get(name, [])
             spec[c] = dps.Numeric(float(lo[j]), float(hi[j]), integer=integer)
             data[c] = pl.Series(c, X[:, j].astype(np.int64) if integer else X[:, j])
-    schema = dps.Schema(spec, rows=public_rows(X.shape[0]))
+    return pl.DataFrame(data), dps.Schema(spec, rows=public_rows(X.shape[0]))
+
+
+def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user) -> Answers:
+    """The user's path: a frame, a public schema of the same box, every default."""
+    import opendp.prelude as dp
+
+    import opendp_sketch as dps
+
+    dp.enable_features("contrib", "honest-but-curious")
+    cats = CATEGORICAL.get(name, [])
+    frame, schema = schema_frame(name, X, cols, lo, hi)
     t0 = time.perf_counter()
-    sk = dps.release_sketch(pl.DataFrame(data), schema=schema, epsilon=eps)
+    sk = dps.release_sketch(frame, schema=schema, epsilon=eps)
     est = dps.M2M(sk, seed=seed)
     fit = time.perf_counter() - t0
     width = np.where([j in cats for j in range(lo.size)], 1.0, hi - lo)
