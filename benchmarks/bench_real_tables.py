@@ -647,7 +647,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tables", default=",".join(TABLES))
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--out", default=str(RESULTS / "real_tables"))
+    p.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="only write the .md table again from the .csv of --out (keeping its command line)",
+    )
     args = p.parse_args(argv)
+    if args.rewrite:
+        rewrite(Path(args.out), args)
+        return
     tables = args.tables.split(",")
     systems = args.systems.split(",")
     releases = args.releases
@@ -707,6 +715,28 @@ def main(argv: list[str] | None = None) -> None:
             write(rows, Path(args.out), args, releases, tables[: tables.index(name) + 1], systems)
     write(rows, Path(args.out), args, releases, tables, systems)
     print(Path(args.out).with_suffix(".md").read_text())
+
+
+def rewrite(out: Path, args: argparse.Namespace) -> None:
+    """The report's table again from its CSV; the text around it (the run's command line, commit
+    and settings, and a reading after it) is kept."""
+    md = out.with_suffix(".md")
+    old = md.read_text().splitlines()
+    with open(out.with_suffix(".csv")) as f:
+        rows: list[dict[str, Any]] = list(csv.DictReader(f))
+    for r in rows:
+        for k, v in r.items():
+            if k in ("n", "d", "release", "infeasible", "queries", "user_infeasible", "user_queries"):
+                r[k] = int(float(v or 0))
+            elif k not in ("table", "system", "failure"):
+                r[k] = float(v) if v not in ("", None) else float("nan")
+    tables = list(dict.fromkeys(r["table"] for r in rows))
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    write(rows, out, args, max(r["release"] for r in rows) + 1, tables, systems)
+    table = [line for line in md.read_text().splitlines() if line.startswith("|")]
+    first = next(i for i, line in enumerate(old) if line.startswith("|"))
+    last = max(i for i, line in enumerate(old) if line.startswith("|"))
+    md.write_text("\n".join(old[:first] + table + old[last + 1 :]) + "\n")
 
 
 def write(
@@ -780,9 +810,10 @@ def write(
                 t = [r["seconds"] for r in ok]
                 f = [r["fit_seconds"] for r in ok]
 
-                def cell(key: str, digits: int = 4, ok: list[dict[str, Any]] = ok) -> str:
-                    v = np.mean([r[key] for r in ok])
-                    return "–" if not np.isfinite(v) else f"{v:.{digits}f}"
+                def cell(key: str, digits: int = 2, ok: list[dict[str, Any]] = ok) -> str:
+                    """The mean over releases to ``digits`` significant digits (0: a whole number)."""
+                    v = np.mean([float(r[key]) for r in ok])
+                    return "–" if not np.isfinite(v) else f"{v:.0f}" if digits == 0 else f"{v:.{digits}g}"
 
                 cells = [
                     cell("count_err"),
