@@ -1047,6 +1047,7 @@ def auto_feature_map(
     rho: float | None = None,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
     one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
+    fine_bins: int | None = None,
 ) -> FeatureMap:
     """The map :func:`release_sketch` uses with a schema and no ``feature_map``: public
     information only (the schema's columns, kinds and row estimate, and the budget), and
@@ -1074,6 +1075,13 @@ def auto_feature_map(
     >>> fm = auto_feature_map(s, epsilon=0.01)   # no pair pays at this budget, nor 64 bins
     >>> type(fm).__name__, [b.shape for b in fm.blocks]
     ('Marginals', [(32,), (32,), (2,)])
+
+    ``fine_bins`` fixes the bins of every numeric 1-way marginal instead of the rule (e.g. 16 when
+    the questions are asked on a known grid of 16 equal cells: each grid-aligned answer then sums
+    one cell's noise per grid cell, not four):
+
+    >>> [b.shape for m in auto_feature_map(s, epsilon=1.0, fine_bins=16).maps for b in m.blocks][:3]
+    [(16,), (16,), (2,)]
     """
     levels = {
         j: v.size
@@ -1090,6 +1098,7 @@ def auto_feature_map(
         rho=rho,
         count_fraction=count_fraction,
         one_way_weight=one_way_weight,
+        fine_bins=fine_bins,
     )
 
 

@@ -428,3 +428,19 @@ def test_one_way_bins_follow_the_row_estimate_and_the_budget():
     # categories keep their cells whatever the bins
     cats = auto_marginals(([0.0, 0.0], [1.0, 3.0]), categorical=[1], rows=60_000, epsilon=1.0)
     assert one_way(cats) == {(64,), (4,)}
+
+
+def test_auto_feature_map_takes_fixed_one_way_bins():
+    """``auto_feature_map(schema, fine_bins=k)`` gives every numeric column k bins instead of the
+    rule (categories and small integer columns keep their cells) and refuses a bad k, naming it."""
+    schema = dps.Schema(
+        {"age": dps.Numeric(18, 40, integer=True), "income": (0, 1e6), "cut": ["Fair", "Ideal"]}, rows=60_000
+    )
+
+    def one_way(fm):
+        return [b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 1]
+
+    assert one_way(dps.auto_feature_map(schema, epsilon=1.0)) == [(23,), (64,), (2,)]
+    assert one_way(dps.auto_feature_map(schema, epsilon=1.0, fine_bins=16)) == [(23,), (16,), (2,)]
+    with pytest.raises(ValueError, match="fine_bins"):
+        dps.auto_feature_map(schema, epsilon=1.0, fine_bins=0)
