@@ -78,7 +78,9 @@ def plot(results: Path, out: Path) -> None:
 
     rows = read(results)
     tables = sorted({t for t, _, _ in rows}, key=["movies", "CPSSW8", "countymurders"].index)
-    fig, axes = plt.subplots(len(tables), len(METRICS), figsize=(3.3 * len(METRICS), 3.4 * len(tables)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(tables), len(METRICS), figsize=(3.3 * len(METRICS), 3.4 * len(tables)), squeeze=False
+    )
     for i, table in enumerate(tables):
         for j, (key, title) in enumerate(METRICS):
             ax = axes[i][j]
