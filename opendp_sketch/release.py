@@ -1118,8 +1118,9 @@ def _release_table(
 
     from .tables import as_frame, table_domain
 
+    named: dict[str, Any] = budget.kwargs()  # epsilon= (and delta=) or rho=
     fm = (
-        auto_feature_map(schema, **budget.kwargs(), count_fraction=count_fraction)
+        auto_feature_map(schema, **named, count_fraction=count_fraction)
         if feature_map is None
         else feature_map
     )
