@@ -799,7 +799,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p_q.add_argument("--restarts", type=int, default=3, help="compressive k-means restarts")
     p_q.add_argument(
-        "--n-samples", type=int, help="M2M points (default: 50 000 synthetic points; 100 000 for ridge)"
+        "--n-samples", type=int, help="M2M points (default: 30 000 synthetic points; 100 000 for ridge)"
     )
     p_q.add_argument(
         "--interval",
@@ -835,7 +835,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="LEVEL",
         help="level of the intervals drawn from the released cells",
     )
-    p_plot.add_argument("--n-samples", type=int, help="M2M points (default: 50 000 synthetic points)")
+    p_plot.add_argument("--n-samples", type=int, help="M2M points (default: 30 000 synthetic points)")
     _decoder_progress_option(p_plot)
     p_plot.set_defaults(func=_plot)
 

@@ -573,7 +573,7 @@ class SyntheticDecoder:
 
     def __init__(
         self,
-        n_points: int = 50_000,
+        n_points: int = 30_000,
         *,
         seed: int = 0,
         rounds: int = 5,
