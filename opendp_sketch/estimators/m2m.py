@@ -161,8 +161,8 @@ def _reference_queries(
 DEFAULT_PRIOR_SAMPLES = 100_000
 #: default number of synthetic points: on three real tables 50 000 points answered 1 000 counts
 #: as well as 100 000 (mean |err|/n equal to 10⁻⁴) in about half the time, and 30 000 decoded the
-#: same schema releases at ε = 1 (8 each) in 31–39 % less time than 50 000, with grid counts 1–3 %,
-#: off-grid counts 0.3–1.1 % higher and CDF points level (at ε = 0.1: every error within ±1 %)
+#: same schema releases in 10–40 % less time than 50 000, errors within ±1.5 % except CPSSW8 at
+#: ε = 1 (counts +2–3 %, means +7 %; benchmarks/results/bench_synthetic_points.md)
 DEFAULT_SYNTHETIC_POINTS = 30_000
 
 

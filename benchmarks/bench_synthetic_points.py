@@ -1,0 +1,141 @@
+"""How many synthetic points the decoder needs: the same schema releases decoded with each count.
+
+The user's path of ``bench_real_tables.py`` (a Polars frame and a ``dps.Schema`` with every
+default, ``release_sketch(frame, schema=...)``) is released ``--reps`` times per table; every
+release is decoded by ``dps.M2M(sketch, n_samples=N)`` for each ``N`` of ``--points`` with the same
+decoder seed, so the differences are the point count's alone (common noise). Per decode: the
+decode time, mean ``|err|/n`` of ``bench_real_tables``' 1 000 grid counts and of its 1 000
+off-grid counts, the mean ``|err|`` of its off-grid CDF points, and the relative error of the
+numeric columns' means. The table gives the means over releases and the mean paired difference
+against the first ``N`` as a share of its error.
+
+Run: ``python benchmarks/bench_synthetic_points.py`` (``--quick``: CPSSW8, ε = 1, 2 releases).
+Writes ``benchmarks/results/bench_synthetic_points.md`` and ``.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_real_tables as real  # noqa: E402
+
+RESULTS = real.RESULTS
+KEYS = ("seconds", "grid", "off_grid", "cdf", "means")
+
+
+def run_table(name: str, eps: float, points: list[int], reps: int) -> list[dict[str, Any]]:
+    import opendp.prelude as dp
+
+    import opendp_sketch as dps
+
+    dp.enable_features("contrib", "honest-but-curious")
+    X, cols, lo, hi = real.load_table(name)
+    n = X.shape[0]
+    E = real.edges(lo, hi)
+    queries = real.make_queries(lo, hi, np.random.default_rng(12345))
+    user = real.UserQueries(name, lo, hi)
+    truth = np.array([real.in_range(X, q, E).sum() for q in queries], dtype=np.float64)
+    true_off, true_cdf = user.truth(X)
+    true_means = X[:, user.numeric].mean(axis=0)
+    frame, schema = real.schema_frame(name, X, cols, lo, hi)
+    rows = []
+    for rep in range(reps):
+        sk = dps.release_sketch(frame, schema=schema, epsilon=eps)
+        for k in points:
+            t0 = time.perf_counter()
+            est = dps.M2M(sk, seed=rep, n_samples=k)
+            seconds = time.perf_counter() - t0
+            counts = np.array([est.count(lambda Z, q=q: real.in_range(Z, q, E)) for q in queries])
+            off, cdf = user.answer(est)
+            means = np.asarray(est.mean())[user.numeric]
+            rows.append(
+                {
+                    "table": name,
+                    "epsilon": eps,
+                    "rep": rep,
+                    "points": k,
+                    "seconds": seconds,
+                    "grid": float(np.mean(np.abs(counts - truth)) / n),
+                    "off_grid": float(np.mean(np.abs(off - true_off)) / n),
+                    "cdf": float(np.mean(np.abs(cdf - true_cdf))),
+                    "means": float(np.mean(np.abs(means - true_means) / np.abs(true_means))),
+                }
+            )
+        print(f"[{_dt.datetime.now():%H:%M:%S}] {name} ε={eps:g} release {rep}", file=sys.stderr, flush=True)
+    return rows
+
+
+def write(rows: list[dict[str, Any]], out: Path, points: list[int], reps: int) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    base = points[0]
+    lines = [
+        "# Synthetic points of the decoder, on the same schema releases (issue 16)",
+        "",
+        f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
+        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {real.git_commit()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs.",
+        "",
+        f"{reps} releases per table and ε, each decoded with every point count (same seed). Decode "
+        "time in s; errors as in `bench_real_tables.py` (grid and off-grid counts: mean |err|/n; "
+        "off-grid CDF points: mean |err|; means: relative error of the numeric columns). "
+        f"*Δ*: the mean paired difference against {base} points as a share of its mean.",
+        "",
+        "| table | ε | points | decode s | Δ time | grid counts | Δ | off-grid counts | Δ | CDF | Δ | means | Δ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in dict.fromkeys(r["table"] for r in rows):
+        for eps in dict.fromkeys(r["epsilon"] for r in rows if r["table"] == name):
+            rs = [r for r in rows if r["table"] == name and r["epsilon"] == eps]
+            ref = sorted((r for r in rs if r["points"] == base), key=lambda r: r["rep"])
+            for k in points:
+                ra = sorted((r for r in rs if r["points"] == k), key=lambda r: r["rep"])
+                cells = []
+                for key in KEYS:
+                    mean = np.mean([r[key] for r in ra])
+                    d = np.mean([a[key] - b[key] for a, b in zip(ra, ref)]) / np.mean([b[key] for b in ref])
+                    cells += [f"{mean:.3g}", "–" if k == base else f"{100 * d:+.1f} %"]
+                lines.append(f"| {name} | {eps:g} | {k:,} | " + " | ".join(cells) + " |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--reps", type=int, default=8)
+    p.add_argument(
+        "--points", default="50000,30000", help="synthetic point counts; the first is the reference"
+    )
+    p.add_argument("--epsilons", default="0.1,1")
+    p.add_argument("--tables", default=",".join(real.TABLES))
+    p.add_argument("--out", default=str(RESULTS / "bench_synthetic_points"))
+    args = p.parse_args(argv)
+    tables, epsilons = args.tables.split(","), [float(e) for e in args.epsilons.split(",")]
+    points, reps, out = [int(k) for k in args.points.split(",")], args.reps, Path(args.out)
+    if args.quick:
+        tables, epsilons, reps = ["CPSSW8"], [1.0], 2
+        out = RESULTS / "quick" / "bench_synthetic_points"
+    rows: list[dict[str, Any]] = []
+    for name in tables:
+        for eps in epsilons:
+            rows += run_table(name, eps, points, reps)
+    write(rows, out, points, reps)
+    print(out.with_suffix(".md").read_text())
+
+
+if __name__ == "__main__":
+    main()
