@@ -455,11 +455,18 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user
     algorithm = dp.mbi.MST() if system == "mst" else dp.mbi.AIM()
     table = ctx.query(epsilon=eps).contingency_table(cuts=cuts, algorithm=algorithm).release()
     fit = time.perf_counter() - t0
-    counts = []
-    for q in queries:
-        qc, a, b = q
-        cube = np.asarray(table.project([cols[c] for c in qc]), dtype=np.float64)
-        counts.append(float(cube[tuple(slice(int(i), int(k)) for i, k in zip(a, b))].sum()))
+    cubes: dict[tuple[int, ...], np.ndarray] = {}
+
+    def cube(qc: list[int]) -> np.ndarray:
+        """The model's cell counts of those columns, projected once per set of columns."""
+        key = tuple(qc)
+        if key not in cubes:
+            cubes[key] = np.asarray(table.project([cols[c] for c in key]), dtype=np.float64)
+        return cubes[key]
+
+    counts = [
+        float(cube(qc)[tuple(slice(int(i), int(k)) for i, k in zip(a, b))].sum()) for qc, a, b in queries
+    ]
     syn = table.synthesize()
     S = in_cells(syn.select(cols).to_numpy().astype(np.float64), E, cuts, cols, name, seed)
     P = cdf_points(E)
@@ -474,7 +481,7 @@ def run_mbi(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user
         second=(S * S).mean(axis=0),
         fit_seconds=fit,
         groups=groups,
-        user=user.answer_cells(lambda qc: table.project([cols[c] for c in qc]), E),
+        user=user.answer_cells(cube, E),
     )
 
 

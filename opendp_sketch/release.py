@@ -155,7 +155,7 @@ class Budget:
             return d_in * sensitivity / math.sqrt(2 * self.d_out)
         return d_in * sensitivity / self.d_out[0]
 
-    def kwargs(self) -> dict[str, float]:
+    def kwargs(self) -> dict[str, Any]:
         """The keyword arguments that name this budget (``epsilon=``, ``delta=``, ``rho=``)."""
         if self.kind == "rho":
             return {"rho": self.d_out}
@@ -1118,9 +1118,8 @@ def _release_table(
 
     from .tables import as_frame, table_domain
 
-    named: dict[str, Any] = budget.kwargs()  # epsilon= (and delta=) or rho=
     fm = (
-        auto_feature_map(schema, **named, count_fraction=count_fraction)
+        auto_feature_map(schema, **budget.kwargs(), count_fraction=count_fraction)
         if feature_map is None
         else feature_map
     )

@@ -205,15 +205,17 @@ def noise_kurtosis(sketch: Sketch) -> float:
     return (1.0 + 4.0 * t + t * t) / (2.0 * t)
 
 
-def tail_z(z: float, kurtosis: float, a: np.ndarray) -> np.ndarray:
-    """The quantile ``z`` of each column's bound ``Σ_c a_c ξ_c``, corrected for the noise's excess
-    ``kurtosis`` by its Cornish–Fisher term (module text: *Laplace tails*)."""
+def band(a: np.ndarray, z: float, kurtosis: float) -> tuple[np.ndarray, np.ndarray]:
+    """For each column's bound ``Σ_c a_c ξ_c``: ``√Σ a_c²`` (its noise std over one draw's) and its
+    quantile ``z``, corrected for the noise's excess ``kurtosis`` by the Cornish–Fisher term
+    (module text: *Laplace tails*)."""
+    a2 = a * a
+    s2 = np.sum(a2, axis=0)
     if kurtosis == 0.0:
-        return np.full(a.shape[1], z)
-    s2 = np.sum(a * a, axis=0)
-    s4 = np.sum(a**4, axis=0)
+        return np.sqrt(s2), np.full(s2.shape, z)
+    s4 = np.sum(a2 * a2, axis=0)
     k = kurtosis * np.divide(s4, s2 * s2, out=np.zeros_like(s2), where=s2 > 0)
-    return z + (z**3 - 3.0 * z) * k / 24.0
+    return np.sqrt(s2), z + (z**3 - 3.0 * z) * k / 24.0
 
 
 def cell_intervals(
@@ -259,18 +261,16 @@ def cell_intervals(
         total = float(m.sum())
         if kind == "count":
             L, U = yc @ lo, yc @ hi
-            sL = sd * np.sqrt(np.sum(lo**2, axis=0))
-            sU = sd * np.sqrt(np.sum(hi**2, axis=0))
-            zL, zU = tail_z(z, kurtosis, lo), tail_z(z, kurtosis, hi)
+            (rL, zL), (rU, zU) = band(lo, z, kurtosis), band(hi, z, kurtosis)
+            sL, sU = sd * rL, sd * rU
             cut = m @ (hi - lo)
         else:
             T = float(yc.sum())
             if not T > 0:
                 continue
             L, U = (yc @ lo) / T, (yc @ hi) / T
-            sL = sd * np.sqrt(np.sum((lo - L) ** 2, axis=0)) / T
-            sU = sd * np.sqrt(np.sum((hi - U) ** 2, axis=0)) / T
-            zL, zU = tail_z(z, kurtosis, lo - L), tail_z(z, kurtosis, hi - U)
+            (rL, zL), (rU, zU) = band(lo - L, z, kurtosis), band(hi - U, z, kurtosis)
+            sL, sU = sd * rL / T, sd * rU / T
             cut = m @ (hi - lo) / (total if total > 0 else 1.0)
         width = cut + zL * sL + zU * sU
         take = width < best

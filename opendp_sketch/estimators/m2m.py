@@ -43,7 +43,7 @@ from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
 from .intervals import CellIndex, Interval, cell_intervals, probe_points, require_cells
 from .queries import as_expressions
-from .synthetic import SyntheticDecoder, cell_edges
+from .synthetic import DEFAULT_SYNTHETIC_POINTS, SyntheticDecoder, cell_edges
 
 __all__ = ["M2M", "Prior"]
 
@@ -159,11 +159,6 @@ def _reference_queries(
 
 #: default number of prior samples of the ridge estimator
 DEFAULT_PRIOR_SAMPLES = 100_000
-#: default number of synthetic points: on three real tables 50 000 points answered 1 000 counts
-#: as well as 100 000 (mean |err|/n equal to 10⁻⁴) in about half the time, and 30 000 decoded the
-#: same schema releases in 10–40 % less time than 50 000, errors within ±1.5 % except CPSSW8 at
-#: ε = 1 (counts +2–3 %, means +7 %; benchmarks/results/bench_synthetic_points.md)
-DEFAULT_SYNTHETIC_POINTS = 30_000
 
 
 def check_options(n_samples: Any, seed: Any, lam: Any, method: Any = "synthetic") -> None:
