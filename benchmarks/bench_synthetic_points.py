@@ -35,6 +35,15 @@ KEYS = ("seconds", "grid", "off_grid", "cdf", "means")
 
 
 def run_table(name: str, eps: float, points: list[int], reps: int) -> list[dict[str, Any]]:
+    import opendp_sketch as dps
+
+    return run_variants(
+        name, eps, {str(k): lambda sk, rep, k=k: dps.M2M(sk, seed=rep, n_samples=k) for k in points}, reps
+    )
+
+
+def run_variants(name: str, eps: float, variants: dict[str, Any], reps: int) -> list[dict[str, Any]]:
+    """Each release of the schema path decoded by every ``variants[label](sketch, rep)``."""
     import opendp.prelude as dp
 
     import opendp_sketch as dps
@@ -52,9 +61,9 @@ def run_table(name: str, eps: float, points: list[int], reps: int) -> list[dict[
     rows = []
     for rep in range(reps):
         sk = dps.release_sketch(frame, schema=schema, epsilon=eps)
-        for k in points:
+        for k, decode in variants.items():
             t0 = time.perf_counter()
-            est = dps.M2M(sk, seed=rep, n_samples=k)
+            est = decode(sk, rep)
             seconds = time.perf_counter() - t0
             counts = np.array([est.count(lambda Z, q=q: real.in_range(Z, q, E)) for q in queries])
             off, cdf = user.answer(est)
@@ -64,7 +73,7 @@ def run_table(name: str, eps: float, points: list[int], reps: int) -> list[dict[
                     "table": name,
                     "epsilon": eps,
                     "rep": rep,
-                    "points": k,
+                    "variant": k,
                     "seconds": seconds,
                     "grid": float(np.mean(np.abs(counts - truth)) / n),
                     "off_grid": float(np.mean(np.abs(off - true_off)) / n),
@@ -76,7 +85,15 @@ def run_table(name: str, eps: float, points: list[int], reps: int) -> list[dict[
     return rows
 
 
-def write(rows: list[dict[str, Any]], out: Path, points: list[int], reps: int) -> None:
+def write(
+    rows: list[dict[str, Any]],
+    out: Path,
+    points: list[Any],
+    reps: int,
+    title: str = "Synthetic points of the decoder, on the same schema releases (issue 16)",
+    what: str = "each decoded with every point count (same seed)",
+    column: str = "points",
+) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.with_suffix(".csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -84,32 +101,33 @@ def write(rows: list[dict[str, Any]], out: Path, points: list[int], reps: int) -
         w.writerows(rows)
     base = points[0]
     lines = [
-        "# Synthetic points of the decoder, on the same schema releases (issue 16)",
+        f"# {title}",
         "",
-        f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
+        f"Command: `python benchmarks/{Path(sys.argv[0]).name} {' '.join(sys.argv[1:])}` — "
         f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {real.git_commit()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs.",
         "",
-        f"{reps} releases per table and ε, each decoded with every point count (same seed). Decode "
+        f"{reps} releases per table and ε, {what}. Decode "
         "time in s; errors as in `bench_real_tables.py` (grid and off-grid counts: mean |err|/n; "
         "off-grid CDF points: mean |err|; means: relative error of the numeric columns). "
-        f"*Δ*: the mean paired difference against {base} points as a share of its mean.",
+        f"*Δ*: the mean paired difference against {base} as a share of its mean.",
         "",
-        "| table | ε | points | decode s | Δ time | grid counts | Δ | off-grid counts | Δ | CDF | Δ | means | Δ |",
+        f"| table | ε | {column} | decode s | Δ time | grid counts | Δ | off-grid counts | Δ | CDF | Δ | means | Δ |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in dict.fromkeys(r["table"] for r in rows):
         for eps in dict.fromkeys(r["epsilon"] for r in rows if r["table"] == name):
             rs = [r for r in rows if r["table"] == name and r["epsilon"] == eps]
-            ref = sorted((r for r in rs if r["points"] == base), key=lambda r: r["rep"])
+            ref = sorted((r for r in rs if r["variant"] == str(base)), key=lambda r: r["rep"])
             for k in points:
-                ra = sorted((r for r in rs if r["points"] == k), key=lambda r: r["rep"])
+                ra = sorted((r for r in rs if r["variant"] == str(k)), key=lambda r: r["rep"])
                 cells = []
                 for key in KEYS:
                     mean = np.mean([r[key] for r in ra])
                     d = np.mean([a[key] - b[key] for a, b in zip(ra, ref)]) / np.mean([b[key] for b in ref])
                     cells += [f"{mean:.3g}", "–" if k == base else f"{100 * d:+.1f} %"]
-                lines.append(f"| {name} | {eps:g} | {k:,} | " + " | ".join(cells) + " |")
+                label = f"{k:,}" if isinstance(k, int) else str(k)
+                lines.append(f"| {name} | {eps:g} | {label} | " + " | ".join(cells) + " |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 

@@ -591,3 +591,90 @@ def test_a_pile_at_a_bound_is_placed_at_the_bound_and_a_hole_is_not_read_as_one(
     first = z < 0.125
     # 0.052 against the true 0.05; read as a pile (no hole guard) it goes to 0.009
     assert abs((w[first] @ z[first]) / w[first].sum() - 0.05) < 0.02
+
+
+# -- round 1 drawn along the released pairs ---------------------------------------------------------
+def _chain_table(n: int = 8000) -> np.ndarray:
+    """x0 skewed; x1 follows x0 closely and x2 follows x1: the pair (0, 2) is strongly dependent
+    only through x1."""
+    rng = np.random.default_rng(5)
+    x0 = np.clip(rng.gamma(1.2, 1.0, n) / 5, 0, 1)
+    x1 = np.clip(x0 + rng.normal(0, 0.04, n), 0, 1)
+    x2 = np.clip(1 - x1 + rng.normal(0, 0.04, n), 0, 1)
+    return np.column_stack([x0, x1, x2])
+
+
+def _chain_map() -> dps.Marginals:
+    return dps.Marginals(
+        bounds=(0, 1), subsets=[0, 1, 2, (0, 1), (1, 2)], bins=[[16], [16], [16], [8, 8], [8, 8]], dim=3
+    )
+
+
+def test_the_forest_of_released_pairs_is_a_maximum_spanning_tree_in_draw_order(table):
+    from opendp_sketch.estimators.synthetic import _released_forest
+
+    sk = exact_sketch(marginals_2way(), table)
+    forest = _released_forest(sk.feature_map, np.asarray(sk.sum, dtype=np.float64) / table.shape[0])
+    # 3 columns, 3 pairs: a spanning tree keeps 2, and the strongly dependent pair (0, 1) is one
+    assert len(forest) == 2
+    assert {(p, c) for p, c, *_ in forest} >= {(0, 1)}
+    drawn = {forest[0][0]}
+    for parent, child, _, _, _, t in forest:
+        assert parent in drawn  # every parent is drawn before its child
+        drawn.add(child)
+        assert (t >= 0).all() and t.sum() == pytest.approx(1.0)
+    assert drawn == {0, 1, 2}
+
+
+def test_round_one_along_the_pairs_carries_a_chain_to_the_pair_it_does_not_measure(monkeypatch):
+    """Only (0, 1) and (1, 2) are released: counts over (0, 2) follow the data only if the
+    decoder passes the dependence along the chain, as a tree-shaped model does. Independent
+    draws of the first points leave most of them where no row is, and the weights cannot fix it
+    within the rounds."""
+    import opendp_sketch.estimators.synthetic as synthetic
+
+    X = _chain_table()
+    sk = dps.Sketch(
+        feature_map=_chain_map(),
+        sum_units=np.array(_chain_map().fixed_sum(X), dtype=np.int64),
+        count=X.shape[0],
+        noise={},
+        bounds=BOX,
+    )
+    edges = np.linspace(0, 1, 9)
+
+    def unmeasured_pair_error(dec: SyntheticDecoder) -> float:
+        fit = np.histogram2d(
+            dec.samples_[:, 0], dec.samples_[:, 2], bins=[edges, edges], weights=dec.weights_
+        )[0]
+        truth = np.histogram2d(X[:, 0], X[:, 2], bins=[edges, edges])[0] / X.shape[0]
+        return float(np.abs(fit - truth).sum())
+
+    along = unmeasured_pair_error(SyntheticDecoder(n_points=6000, seed=3).fit(sk))
+    monkeypatch.setattr(synthetic, "_FOREST_START", False)
+    independent = unmeasured_pair_error(SyntheticDecoder(n_points=6000, seed=3).fit(sk))
+    assert along < 0.25 and along < 0.6 * independent, (along, independent)
+
+
+def test_the_conditional_tables_take_their_marginals_from_the_one_way_blocks():
+    from opendp_sketch.estimators.synthetic import _conditional
+
+    rng = np.random.default_rng(0)
+    table = rng.dirichlet(np.ones(12)).reshape(3, 4)
+    table[1] = 0.0  # a row the pair table leaves empty
+    rows, cols = np.array([0.5, 0.2, 0.3]), np.array([0.1, 0.2, 0.3, 0.4])
+    cond = _conditional(table, rows, cols)
+    assert (cond >= 0).all()
+    np.testing.assert_allclose(cond.sum(axis=1), 1.0)
+    np.testing.assert_allclose(rows @ cond, cols, atol=1e-6)  # the child's marginal is its block's
+    # odds ratios of the populated rows are the table's (up to the 1e-6 independent mix)
+    np.testing.assert_allclose(
+        cond[0] / cond[2],
+        (table[0] / table[2]) * (cond[0, 0] / cond[2, 0]) / (table[0, 0] / table[2, 0]),
+        rtol=1e-3,
+    )
+    for bad in (np.full((3, 4), np.nan), np.full((3, 4), np.inf), -np.ones((3, 4))):
+        c = _conditional(bad, rows, cols)
+        assert np.isfinite(c).all() and np.allclose(c.sum(axis=1), 1.0)
+    c = _conditional(table, np.full(3, np.nan), np.zeros(4))
+    assert np.isfinite(c).all() and np.allclose(c.sum(axis=1), 1.0)
