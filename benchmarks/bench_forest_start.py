@@ -5,7 +5,9 @@ Two parts, both decoding the same sketches both ways (common noise):
 1. **The user's path.** ``bench_real_tables``' schema releases (a Polars frame and a
    ``dps.Schema``, every default), ``--reps`` per table and ε, each decoded by ``dps.M2M`` with
    round 1 drawn along the maximum spanning forest of the released pair tables (the default)
-   and with every column drawn independently (``_FOREST_START = False``, the previous default).
+   and with every column drawn independently (``_FOREST_START = False``, the previous default),
+   and with the 1-way marginals raked above a quarter (the previous threshold) or a twentieth
+   (the default) of a noise variance per cell (``_RAKE_EXCESS``).
    Errors as in ``bench_synthetic_points``.
 2. **A tree of nearly noise-free pairs** (countymurders): 16-bin 1-way marginals and the 7 pairs
    of the data's Chow–Liu tree (16 × 16, the pairs of largest mutual information that span the
@@ -35,25 +37,34 @@ import bench_synthetic_points as points  # noqa: E402
 
 RESULTS = real.RESULTS
 FOREST, INDEPENDENT = "along the forest", "independent"
+#: the previous default (independent, raked above a quarter of a noise variance per cell), the
+#: forest with that threshold, and the default (the forest, raked above a twentieth)
+VARIANTS = {
+    "independent, rake ¼ (before)": (False, 0.25),
+    "along the forest, rake ¼": (True, 0.25),
+    "along the forest, rake 1/20 (default)": (True, 0.05),
+}
 
 
 @contextmanager
-def forest(on: bool) -> Iterator[None]:
+def forest(on: bool, rake: float | None = None) -> Iterator[None]:
     import opendp_sketch.estimators.synthetic as synthetic
 
-    before = synthetic._FOREST_START  # noqa: SLF001 - the switch this benchmark measures
+    # the switches this benchmark measures
+    before = synthetic._FOREST_START, synthetic._RAKE_EXCESS  # noqa: SLF001
     synthetic._FOREST_START = on  # noqa: SLF001
+    synthetic._RAKE_EXCESS = before[1] if rake is None else rake  # noqa: SLF001
     try:
         yield
     finally:
-        synthetic._FOREST_START = before  # noqa: SLF001
+        synthetic._FOREST_START, synthetic._RAKE_EXCESS = before  # noqa: SLF001
 
 
-def decode(on: bool) -> Any:
+def decode(on: bool, rake: float | None = None) -> Any:
     import opendp_sketch as dps
 
     def run(sk: Any, rep: int) -> Any:
-        with forest(on):
+        with forest(on, rake):
             return dps.M2M(sk, seed=rep)
 
     return run
@@ -171,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         tables, epsilons, reps = ["CPSSW8"], [3.0], 2
         out = RESULTS / "quick" / "bench_forest_start"
-    variants = {INDEPENDENT: decode(False), FOREST: decode(True)}
+    variants = {label: decode(on, rake) for label, (on, rake) in VARIANTS.items()}
     rows: list[dict[str, Any]] = []
     for name in tables:
         for eps in epsilons:
@@ -179,10 +190,11 @@ def main(argv: list[str] | None = None) -> None:
     points.write(
         rows,
         out,
-        [INDEPENDENT, FOREST],
+        list(VARIANTS),
         reps,
         title="Round 1 along the released pairs, on the same schema releases (issue 16)",
-        what="each decoded with round 1 drawn independently and along the forest of released pairs (same seed)",
+        what="each decoded with round 1 drawn independently and along the forest of released pairs, and "
+        "with 1-way marginals raked above a quarter or a twentieth of a noise variance per cell (same seed)",
         column="round 1",
     )
     text = out.with_suffix(".md").read_text() + "\n".join(tree_part(2 if args.quick else 3)) + "\n"

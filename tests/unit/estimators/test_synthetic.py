@@ -383,13 +383,15 @@ def test_rake_sets_a_one_way_marginal_the_joint_fit_biases_to_its_own_block():
     assert (raked.weights_ >= 0).all() and raked.weights_.sum() == pytest.approx(1.0)
 
 
-def test_rake_threshold_is_a_quarter_of_a_noise_variance_per_cell():
-    """A bias between a quarter and one noise variance per cell is raked (the threshold was one
-    variance, which left such columns biased); a smaller one is left to the joint fit."""
-    moderate = SyntheticDecoder(n_points=2000).fit(_pair_sketch(25))
-    assert moderate.raked_ == (0, 1)
-    np.testing.assert_allclose(_first_column_marginal(moderate), SKEWED, atol=1e-3)
-    assert SyntheticDecoder(n_points=2000).fit(_pair_sketch(10)).raked_ == ()
+def test_rake_threshold_is_a_twentieth_of_a_noise_variance_per_cell():
+    """A bias above a twentieth of a noise variance per cell is raked (the threshold was a
+    quarter, which left such columns biased: 10 extra rows per small cell were not raked);
+    a smaller one is left to the joint fit."""
+    for excess in (10, 25):
+        moderate = SyntheticDecoder(n_points=2000).fit(_pair_sketch(excess))
+        assert moderate.raked_ == (0, 1)
+        np.testing.assert_allclose(_first_column_marginal(moderate), SKEWED, atol=1e-3)
+    assert SyntheticDecoder(n_points=2000).fit(_pair_sketch(8)).raked_ == ()
 
 
 def test_rake_leaves_a_fit_that_agrees_with_its_one_way_blocks():
