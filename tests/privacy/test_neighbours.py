@@ -113,10 +113,20 @@ def test_context_numpy_queries_release_on_both_neighbours(base, kind, chain):
         assert ctx.remaining_privacy_loss() == [0.5]  # charged exactly once
 
 
-def test_context_m2m_on_tiny_data_is_charged_once_per_query_and_never_warns():
-    """Split 20 ways on 3 rows, noisy counts ≤ 0 happen: no answer raises or warns, each is charged."""
+PAIRS = dps.Composite(
+    [
+        dps.Marginals(bounds=BOX, subsets=[0, 1], bins=8, dim=D),
+        dps.Marginals(bounds=BOX, subsets=[(0, 1)], bins=4, dim=D),
+    ],
+    weights=[3.0, 1.0],
+)
+
+
+@pytest.mark.parametrize("fm", [_maps()["histogram"], PAIRS], ids=["histogram", "marginals_with_pairs"])
+def test_context_m2m_on_tiny_data_is_charged_once_per_query_and_never_warns(fm):
+    """Split 20 ways on 3 rows, noisy counts ≤ 0 happen: no answer raises or warns, each is charged.
+    With pairs, the decoder draws its first points along the released pair table (its forest)."""
     X = np.full((3, D), 0.5)
-    fm = _maps()["histogram"]
     ctx = _compositor(X, dp.loss_of(epsilon=1.0), dps.box_domain(BOX, D), parts=20)
     counts = []
     with warnings.catch_warnings():
