@@ -608,7 +608,7 @@ def _chain_table(n: int = 8000) -> np.ndarray:
 
 def _chain_map() -> dps.Marginals:
     return dps.Marginals(
-        bounds=(0, 1), subsets=[0, 1, 2, (0, 1), (1, 2)], bins=[[16], [16], [16], [8, 8], [8, 8]], dim=3
+        bounds=(0, 1), subsets=[0, 1, 2, (0, 1), (1, 2)], bins=[[16], [16], [16], [16, 16], [16, 16]], dim=3
     )
 
 
@@ -655,7 +655,8 @@ def test_round_one_along_the_pairs_carries_a_chain_to_the_pair_it_does_not_measu
     along = unmeasured_pair_error(SyntheticDecoder(n_points=6000, seed=3).fit(sk))
     monkeypatch.setattr(synthetic, "_FOREST_START", False)
     independent = unmeasured_pair_error(SyntheticDecoder(n_points=6000, seed=3).fit(sk))
-    assert along < 0.25 and along < 0.6 * independent, (along, independent)
+    # 5 decoder seeds: 0.04–0.064 along the forest, 0.16–0.23 from independent draws
+    assert along < 0.1 and along < 0.5 * independent, (along, independent)
 
 
 def test_the_conditional_tables_take_their_marginals_from_the_one_way_blocks():
