@@ -1,4 +1,7 @@
-"""Round 1 of the synthetic decoder along the released pairs, against independent draws.
+"""The decoder's defaults of issue 16's last steps, each against the one before, on the same sketches.
+
+Round 1 along the released pairs (against independent draws), the raking threshold, and integer
+values placed by their cells' profile.
 
 Two parts, both decoding the same sketches both ways (common noise):
 
@@ -6,8 +9,10 @@ Two parts, both decoding the same sketches both ways (common noise):
    ``dps.Schema``, every default), ``--reps`` per table and ε, each decoded by ``dps.M2M`` with
    round 1 drawn along the maximum spanning forest of the released pair tables (the default)
    and with every column drawn independently (``_FOREST_START = False``, the previous default),
-   and with the 1-way marginals raked above a quarter (the previous threshold) or a twentieth
-   (the default) of a noise variance per cell (``_RAKE_EXCESS``).
+   with the 1-way marginals raked above a quarter (the previous threshold) or a twentieth
+   (the default) of a noise variance per cell (``_RAKE_EXCESS``), and with integer columns'
+   values spread evenly within a cell (before) or drawn by the cell's profile, a pile at a bound
+   on the bound value (``_DISCRETE_PROFILE``, the default).
    Errors as in ``bench_synthetic_points``.
 2. **A tree of nearly noise-free pairs** (countymurders): 16-bin 1-way marginals and the 7 pairs
    of the data's Chow–Liu tree (16 × 16, the pairs of largest mutual information that span the
@@ -37,34 +42,37 @@ import bench_synthetic_points as points  # noqa: E402
 
 RESULTS = real.RESULTS
 FOREST, INDEPENDENT = "along the forest", "independent"
-#: the previous default (independent, raked above a quarter of a noise variance per cell), the
-#: forest with that threshold, and the default (the forest, raked above a twentieth)
+#: the previous default (independent, raked above a quarter of a noise variance per cell,
+#: integer values spread evenly in a cell), the forest with that threshold, the forest raked above
+#: a twentieth, and the default (that, with integer values drawn by the cells' profile)
 VARIANTS = {
-    "independent, rake ¼ (before)": (False, 0.25),
-    "along the forest, rake ¼": (True, 0.25),
-    "along the forest, rake 1/20 (default)": (True, 0.05),
+    "independent, rake ¼ (before)": (False, 0.25, False),
+    "along the forest, rake ¼": (True, 0.25, False),
+    "along the forest, rake 1/20": (True, 0.05, False),
+    "along the forest, rake 1/20, integer profile (default)": (True, 0.05, True),
 }
 
 
 @contextmanager
-def forest(on: bool, rake: float | None = None) -> Iterator[None]:
+def forest(on: bool, rake: float | None = None, profile: bool | None = None) -> Iterator[None]:
     import opendp_sketch.estimators.synthetic as synthetic
 
     # the switches this benchmark measures
-    before = synthetic._FOREST_START, synthetic._RAKE_EXCESS  # noqa: SLF001
+    before = synthetic._FOREST_START, synthetic._RAKE_EXCESS, synthetic._DISCRETE_PROFILE  # noqa: SLF001
     synthetic._FOREST_START = on  # noqa: SLF001
     synthetic._RAKE_EXCESS = before[1] if rake is None else rake  # noqa: SLF001
+    synthetic._DISCRETE_PROFILE = before[2] if profile is None else profile  # noqa: SLF001
     try:
         yield
     finally:
-        synthetic._FOREST_START, synthetic._RAKE_EXCESS = before  # noqa: SLF001
+        synthetic._FOREST_START, synthetic._RAKE_EXCESS, synthetic._DISCRETE_PROFILE = before  # noqa: SLF001
 
 
-def decode(on: bool, rake: float | None = None) -> Any:
+def decode(on: bool, rake: float | None = None, profile: bool | None = None) -> Any:
     import opendp_sketch as dps
 
     def run(sk: Any, rep: int) -> Any:
-        with forest(on, rake):
+        with forest(on, rake, profile):
             return dps.M2M(sk, seed=rep)
 
     return run
@@ -182,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         tables, epsilons, reps = ["CPSSW8"], [3.0], 2
         out = RESULTS / "quick" / "bench_forest_start"
-    variants = {label: decode(on, rake) for label, (on, rake) in VARIANTS.items()}
+    variants = {label: decode(on, rake, profile) for label, (on, rake, profile) in VARIANTS.items()}
     rows: list[dict[str, Any]] = []
     for name in tables:
         for eps in epsilons:
@@ -193,8 +201,9 @@ def main(argv: list[str] | None = None) -> None:
         list(VARIANTS),
         reps,
         title="Round 1 along the released pairs, on the same schema releases (issue 16)",
-        what="each decoded with round 1 drawn independently and along the forest of released pairs, and "
-        "with 1-way marginals raked above a quarter or a twentieth of a noise variance per cell (same seed)",
+        what="each decoded with round 1 drawn independently and along the forest of released pairs, "
+        "with 1-way marginals raked above a quarter or a twentieth of a noise variance per cell, and with "
+        "integer columns' values spread evenly in a cell or drawn by the cell's profile (same seed)",
         column="round 1",
     )
     text = out.with_suffix(".md").read_text() + "\n".join(tree_part(2 if args.quick else 3)) + "\n"

@@ -364,7 +364,85 @@ def _descend(
 #: (:meth:`SyntheticDecoder._place_in_cells`), unless the neighbour is a hole: its density below
 #: this share of the next cell's
 _PILE_AT_BOUNDS = True
+#: a discrete column's points take the values of their cell by the same profile (a pile at a
+#: bound: on the bound value), instead of as they fell (:func:`_discrete_in_cells`)
+_DISCRETE_PROFILE = True
 _PILE_HOLE = 0.5
+
+
+def _discrete_in_cells(
+    current: np.ndarray,
+    values: np.ndarray,
+    edges: np.ndarray,
+    c: np.ndarray,
+    beta: np.ndarray,
+    dens: np.ndarray,
+    wide: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """A discrete column's values redrawn within their cells from the placement profile.
+
+    ``current``: the points' values, ``values``: the column's public values (sorted), ``c``: each
+    point's cell of ``edges`` (a cell without public values keeps its points' values), ``beta``: each
+    cell's slope (the linear density ``1 + β(u − ½)``, ``u`` the position in the cell), ``dens``:
+    each cell's fitted density and ``wide`` its width test. A point of cell ``c`` takes one of the
+    public values in ``c`` with probability ``∝ 1 + β_c(u_v − ½)``. In an end cell that rises
+    above its neighbours' trend (:func:`_trend_at_edge`: density ``e`` at the inner edge, decay
+    ``λ`` per cell), the trend is continued into the cell (``∝ e^{−λ s}``, ``s`` the distance
+    from the bound as a share of the cell, which holds ``e (e^λ − 1)/λ`` of its density ``d``),
+    and what the cell holds beyond it, the share ``1 − e (e^λ − 1)/(λ d)``, is a pile: on a
+    discrete column the bound value itself (clipped values, the zeros of a count). Weights are not touched: every cell keeps its mass, and the other columns theirs.
+    Never raises."""
+    k = dens.size
+    out = current.copy()
+    cell_of_value = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, k - 1)
+    # end cells above their neighbours' trend: (decay rate toward the bound, share of the pile)
+    piles: dict[int, tuple[float, float]] = {}
+    if _PILE_AT_BOUNDS and k >= 3:
+        for end, inner, nxt in ((0, 1, 2), (k - 1, k - 2, k - 3)):
+            trend = _trend_at_edge(dens[end], dens[inner], dens[nxt])
+            if trend is not None and wide[end] and wide[inner] and wide[nxt]:
+                edge, lam = trend
+                # the mass the trend, continued into the end cell, gives it; the rest is the pile
+                continued = edge * (math.expm1(lam) / lam if abs(lam) > 1e-12 else 1.0)
+                piles[end] = (lam, min(max(1.0 - continued / dens[end], 0.0), 1.0))
+    for cell in np.unique(c):
+        inside = values[cell_of_value == cell]
+        who = np.flatnonzero(c == cell)
+        if inside.size == 0:
+            continue
+        if inside.size == 1:
+            out[who] = inside[0]
+            continue
+        width = edges[cell + 1] - edges[cell]
+        u = np.clip((inside - edges[cell]) / width if width > 0 else 0.5, 0.0, 1.0)
+        p = 1.0 + beta[cell] * (u - 0.5)
+        p = np.where(np.isfinite(p) & (p > 0), p, 0.0)
+        p = p / p.sum() if p.sum() > 0 else np.full(inside.size, 1.0 / inside.size)
+        if cell in piles:
+            lam, share = piles[cell]
+            from_bound = u if cell == 0 else 1.0 - u
+            p = np.exp(-lam * from_bound)  # the neighbours' decay, continued toward the bound
+            p = p / p.sum()
+            bound = 0 if cell == 0 else inside.size - 1
+            if share > 0 and np.isclose(inside[bound], edges[0] if cell == 0 else edges[-1]):
+                p = (1.0 - share) * p
+                p[bound] += share
+        out[who] = rng.choice(inside, size=who.size, p=p / p.sum())
+    return out
+
+
+def _trend_at_edge(d_end: float, d_inner: float, d_next: float) -> tuple[float, float] | None:
+    """``(e, λ)``: the density the neighbours extrapolate at an end cell's inner edge,
+    ``e = d_inner·λ/(1 − e^{−λ})`` with ``λ = ln(d_inner/d_next)`` (their decay rate per cell
+    toward the bound), when the end cell rises above it (a pile at the bound); ``None`` when it
+    does not or the neighbour is a hole (``d_inner < _PILE_HOLE · d_next``)."""
+    if not (d_end > d_inner >= _PILE_HOLE * d_next) or not math.isfinite(d_end):
+        return None
+    # the density at the inner edge, if the decay from d_next to d_inner goes on as exp(−λ·cells)
+    lam = math.log(d_inner / d_next) if d_inner > 0 and d_next > 0 else 0.0
+    edge = d_inner * (lam / -math.expm1(-lam) if abs(lam) > 1e-12 else 1.0)
+    return (edge, lam) if d_end > edge else None
 
 
 def _pile_rate(d_end: float, d_inner: float, d_next: float) -> float:
@@ -381,13 +459,10 @@ def _pile_rate(d_end: float, d_inner: float, d_next: float) -> float:
     >>> round(_pile_rate(np.e**2, np.e, 1.0), 6)  # cells e², e, 1: an exponential tail, a = 1
     1.0
     """
-    if not (d_end > d_inner >= _PILE_HOLE * d_next) or not math.isfinite(d_end):
+    trend = _trend_at_edge(d_end, d_inner, d_next)
+    if trend is None:
         return 0.0
-    # the density at the inner edge, if the decay from d_next to d_inner goes on as exp(−λ·cells)
-    lam = math.log(d_inner / d_next) if d_inner > 0 and d_next > 0 else 0.0
-    edge = d_inner * (lam / -math.expm1(-lam) if abs(lam) > 1e-12 else 1.0)
-    if not d_end > edge:
-        return 0.0
+    edge = trend[0]
     ratio = d_end / edge if edge > 0 else math.inf
     lo, hi = 0.0, 50.0
     if math.expm1(hi) / hi <= ratio:
@@ -891,7 +966,7 @@ class SyntheticDecoder:
         residual = float(np.linalg.norm(design.mix(w) - target)) if X.shape[0] else float("nan")
         noise = float(np.sqrt(np.sum(np.where(np.isfinite(var), var, 0.0)))) / n_hat
         if self.within_cells == "linear":
-            X = self._place_in_cells(X, w, rng)
+            X, w = self._place_in_cells(X, w, rng)
         self._finish(X, w, n_hat, residual, noise)
         self.degenerate_ = False
         self.reason_ = None
@@ -985,7 +1060,9 @@ class SyntheticDecoder:
         v = np.where(v > hi, 2 * hi - v, v)
         return np.clip(v, lo, hi)
 
-    def _place_in_cells(self, X: np.ndarray, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _place_in_cells(
+        self, X: np.ndarray, w: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Points redrawn inside their cells from a linear density that follows the neighbours.
 
         Every cell keeps its points and their weights, so every released cell is fitted as
@@ -1006,10 +1083,20 @@ class SyntheticDecoder:
         density is ``∝ exp(−a·s)`` (``s``: distance from the bound, as a share of the cell), with
         ``a`` set so the density at the inner edge is the trend's (:func:`_pile_rate`): an
         exponential tail is placed as one, a pile on flat neighbours gets a steep ``a``.
+
+        **Discrete columns** (integer columns, whose points sit on public values) draw their
+        points' values within each cell from the same profile over the cell's public values,
+        a pile at a bound going to the bound value (:func:`_discrete_in_cells`). Their values
+        were otherwise spread evenly over a cell's values: countymurders' arrests, clipped at 100
+        (0.95 % of the rows at the bound), were decoded with 0.06 % of the rows at 100 and the
+        mean 3 % low.
+
+        Returns the points and their weights (unchanged: every cell keeps its mass).
         """
         X = X.copy()
+        w = w.copy()
         for j, e in enumerate(self.edges_):
-            if e is None or j in self.discrete_ or e.size < 3:
+            if e is None or e.size < 3:
                 continue
             k = e.size - 1
             c = _cell_of(e, X[:, j])
@@ -1026,6 +1113,10 @@ class SyntheticDecoder:
             beta = np.divide(slope * width, dens, out=np.zeros(k), where=dens > 0)
             beta = np.clip(np.where(np.isfinite(beta), beta, 0.0), -2.0, 2.0)
             b = beta[c]
+            if j in self.discrete_:
+                if _DISCRETE_PROFILE:
+                    X[:, j] = _discrete_in_cells(X[:, j], self.discrete_[j], e, c, beta, dens, wide, rng)
+                continue
             v = rng.uniform(size=c.size)
             # inverse of F(u) = u + β(u² − u)/2 on [0, 1]
             half = 1.0 - 0.5 * b
@@ -1042,7 +1133,7 @@ class SyntheticDecoder:
                         s_ = -np.log1p(-v[at] * -np.expm1(-rate)) / rate
                         u[at] = s_ if end == 0 else 1.0 - s_
             X[:, j] = e[c] + np.clip(u, 0.0, 1.0) * width[c]
-        return X
+        return X, w
 
     def _draw_along_forest(
         self, new: np.ndarray, X: np.ndarray, start: list[np.ndarray], rng: np.random.Generator

@@ -681,3 +681,54 @@ def test_the_conditional_tables_take_their_marginals_from_the_one_way_blocks():
         assert np.isfinite(c).all() and np.allclose(c.sum(axis=1), 1.0)
     c = _conditional(table, np.full(3, np.nan), np.zeros(4))
     assert np.isfinite(c).all() and np.allclose(c.sum(axis=1), 1.0)
+
+
+def test_a_discrete_column_puts_a_pile_on_its_bound_value_and_keeps_every_weight():
+    """An integer column clipped at its upper bound: 1 % of the rows sit on the bound value. Its
+    cells hold several values each; the pile goes to the bound value itself, not spread over the
+    top cell's values, and no weight changes (other columns keep their marginals)."""
+    from opendp_sketch.estimators.synthetic import _discrete_in_cells
+
+    rng = np.random.default_rng(0)
+    values = np.arange(0.0, 101.0)  # public integer values
+    edges = np.linspace(0.0, 100.0, 11)  # 10 cells of 10 values (the last one holds 90..100)
+    c = np.repeat(np.arange(10), 500)
+    dens = np.array([1.0] * 9 + [3.0])  # the top cell holds 3× its neighbours' density: a pile
+    beta = np.zeros(10)
+    wide = np.ones(10, dtype=bool)
+    current = values[np.clip(c * 10 + 5, 0, 100)]
+    out = _discrete_in_cells(current, values, edges, c, beta, dens, wide, rng)
+    assert np.isin(out, values).all()
+    assert (np.minimum(np.searchsorted(edges, out, side="right") - 1, 9) == c).all()  # same cells
+    top = out[c == 9]
+    # the trend is 1, the cell 3: two thirds of its points on 100, the rest spread over 90..100
+    assert abs(np.mean(top == 100.0) - (2 / 3 + 1 / 3 / 11)) < 0.05
+    flat = out[c == 4]
+    assert np.unique(flat).size == 10 and abs(flat.mean() - 44.5) < 1.0  # no pile, no slope: even
+
+
+def test_discrete_columns_are_decoded_with_their_pile_at_the_bound():
+    """A count-like integer column with 3 % of its rows clipped at 60: the decoded mean and the
+    share at the bound follow the data (both fell short with values spread evenly in a cell)."""
+    import opendp_sketch.estimators.synthetic as synthetic
+
+    rng = np.random.default_rng(3)
+    x = np.minimum(np.floor(rng.exponential(8.0, 20_000)), 60.0)
+    x[:600] = 60.0
+    fm = dps.Marginals(bounds=(0, 60), subsets=[0], bins=12, dim=1)
+    sk = dps.Sketch(
+        fm, np.array(fm.fixed_sum(x[:, None]), dtype=np.int64), x.size, noise={}, bounds=([0.0], [60.0])
+    )
+    values = {0: np.arange(0.0, 61.0)}
+    dec = SyntheticDecoder(n_points=20_000, seed=1, discrete=values).fit(sk)
+    share = float(dec.weights_ @ (dec.samples_[:, 0] == 60.0))
+    mean = float(dec.weights_ @ dec.samples_[:, 0])
+    assert abs(share - np.mean(x == 60.0)) < 0.006, share
+    assert abs(mean - x.mean()) / x.mean() < 0.01, (mean, x.mean())
+    previous = synthetic._DISCRETE_PROFILE
+    try:
+        synthetic._DISCRETE_PROFILE = False
+        even = SyntheticDecoder(n_points=20_000, seed=1, discrete=values).fit(sk)
+    finally:
+        synthetic._DISCRETE_PROFILE = previous
+    assert float(even.weights_ @ (even.samples_[:, 0] == 60.0)) < 0.5 * np.mean(x == 60.0)
