@@ -26,10 +26,11 @@ raked to its columns' 1-way blocks, :func:`_released_forest`): a child column's 
 given its parent's, so the first points already hold the pairs' dependences, chains of pairs
 included, as a tree-shaped model (MST's) would. With only (0, 1) and (1, 2) released, the
 decoded (0, 2) table then follows the data; from independent draws the weights could not get
-there (countymurders' 7 Chow–Liu pair tables at ε = 1000: 2-column range counts 0.43 × 10⁻³ off
-from independent draws, 0.22 along the forest, 0.24 from the tree model's exact answers). On the
-schema path's releases where pairs are released, range counts on the grid were 4–18 % lower
-and column means from 1 % farther to 18 % closer (``benchmarks/results/bench_forest_start.md``). Each later round resamples ``N`` points ``∝ w``
+there (countymurders' 7 Chow–Liu pair tables at ε = 1000: 2-column range counts 0.41 × 10⁻³ off
+from independent draws, 0.23 along the forest, 0.24 from the tree model's exact answers). On the
+schema path's releases where pairs are released, range counts on the grid were 8–22 % lower
+(movies at ε = 1: +8 % in one run, −5 % in another) and off the grid 1.8–20 % lower
+(``benchmarks/results/bench_forest_start.md``). Each later round resamples ``N`` points ``∝ w``
 (systematic resampling) and perturbs them: coordinates of columns with public cells (histogram
 bins) are redrawn uniformly inside their cell, and a share of points moves one column to a cell
 drawn from its fitted marginal; other columns get Gaussian jitter with a shrinking bandwidth.
@@ -108,7 +109,7 @@ _MOMENTUM = 0.9
 _STEP_GROWTH = 1.2
 #: a 1-way marginal of the fit is raked to its own released block when the fit misses that block
 #: by more than this many noise variances per cell beyond the block's best distribution (1 left
-#: half the bias in place at ε = 3; a quarter left column means 11–16 % worse at ε = 1 once
+#: half the bias in place at ε = 3; a quarter left column means 11–40 % worse at ε = 1 once
 #: round 1 follows the released pairs: see _rake_one_way)
 _RAKE_EXCESS = 0.05
 #: sweeps of iterative proportional fitting over the raked 1-way marginals
@@ -655,10 +656,10 @@ def _rake_one_way(
     errors × 10⁻⁴): a whole noise variance per cell left countymurders at ε = 3 at 3.89 and
     movies at 1.79; a quarter gave 3.27 and 1.54 (counts 1–3 % lower too). Since round 1 follows
     the released pairs (:func:`_released_forest`), the joint fit matches the pair tables more
-    closely, their noise included: with a quarter, column means at ε = 1 were 16 % (CPSSW8) and
-    11 % (movies) worse than before the forest; with a twentieth 7 % better and level, and at
-    ε = 3 2–19 % better (5 releases each, ``benchmarks/results/bench_forest_start.md``). Raking
-    every column (0) gave the same answers as a twentieth at ε = 1; at ε = 0.1 (CPSSW8, whose
+    closely, their noise included: with a quarter, column means at ε = 1 were 11–40 % farther
+    than before the forest on CPSSW8 and movies in two runs of 5 releases; a twentieth puts them
+    14–29 % closer than a quarter (``benchmarks/results/bench_forest_start.md``). Raking every
+    column (0) gave the same answers as a twentieth at ε = 1; at ε = 0.1 (CPSSW8, whose
     categorical pairs stay) two runs of 10 releases disagreed on its sign against a quarter (CDF
     +6 % and −3 %), and a twentieth moved the errors by +0.1 % to −6.3 %.
 
