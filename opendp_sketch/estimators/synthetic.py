@@ -492,18 +492,22 @@ def _simplex_projection(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - excess[k - 1] / k, 0.0)
 
 
+def _marginal_parts(fm: FeatureMap) -> list[tuple[Marginals, int, float]]:
+    """``(map of marginals, offset, block weight)`` of a map of marginals or of each part of a
+    composite of them; ``[]`` for any other map."""
+    if isinstance(fm, Marginals):
+        return [(fm, 0, 1.0)]
+    if isinstance(fm, Composite) and all(isinstance(m, Marginals) for m in fm.maps):
+        return [(m, b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]  # type: ignore[misc]
+    return []
+
+
 def _one_way_blocks(fm: FeatureMap, joint: bool = True) -> list[tuple[int, int, int, int, float]]:
     """``(column of cell_index, input column, offset, cells, block weight)`` of every 1-way
     marginal of a map of marginals (or a composite of them) that also measures multi-column
     marginals (any map of marginals with ``joint=False``); else ``[]``."""
-    if isinstance(fm, Marginals):
-        parts: list[tuple[Marginals, int, float]] = [(fm, 0, 1.0)]
-    elif isinstance(fm, Composite) and all(isinstance(m, Marginals) for m in fm.maps):
-        parts = [(m, b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]  # type: ignore[misc]
-    else:
-        return []
     ones, has_joint, position = [], False, 0
-    for m, offset, weight in parts:
+    for m, offset, weight in _marginal_parts(fm):
         for b in m.blocks:
             if len(b.subset) == 1:
                 ones.append((position, b.subset[0], offset + b.offset, b.size, weight))
@@ -516,14 +520,8 @@ def _one_way_blocks(fm: FeatureMap, joint: bool = True) -> list[tuple[int, int, 
 def _two_way_blocks(fm: FeatureMap) -> list[tuple[int, tuple[int, int], int, tuple[int, int], float]]:
     """``(column of cell_index, (u, v) input columns, offset, (k_u, k_v) cells, block weight)`` of
     every 2-way marginal of a map of marginals (or a composite of them)."""
-    if isinstance(fm, Marginals):
-        parts: list[tuple[Marginals, int, float]] = [(fm, 0, 1.0)]
-    elif isinstance(fm, Composite) and all(isinstance(m, Marginals) for m in fm.maps):
-        parts = [(m, b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]  # type: ignore[misc]
-    else:
-        return []
     out, position = [], 0
-    for m, offset, weight in parts:
+    for m, offset, weight in _marginal_parts(fm):
         for b in m.blocks:
             if len(b.subset) == 2:
                 u, v = b.subset
