@@ -383,17 +383,17 @@ def _discrete_in_cells(
 ) -> np.ndarray:
     """A discrete column's values redrawn within their cells from the placement profile.
 
-    ``current``: the points' values, ``values``: the column's public values (sorted), ``c``: each
-    point's cell of ``edges`` (a cell without public values keeps its points' values), ``beta``: each
-    cell's slope (the linear density ``1 + β(u − ½)``, ``u`` the position in the cell), ``dens``:
-    each cell's fitted density and ``wide`` its width test. A point of cell ``c`` takes one of the
-    public values in ``c`` with probability ``∝ 1 + β_c(u_v − ½)``. In an end cell that rises
-    above its neighbours' trend (:func:`_trend_at_edge`: density ``e`` at the inner edge, decay
-    ``λ`` per cell), the trend is continued into the cell (``∝ e^{−λ s}``, ``s`` the distance
-    from the bound as a share of the cell, which holds ``e (e^λ − 1)/λ`` of its density ``d``),
-    and what the cell holds beyond it, the share ``1 − e (e^λ − 1)/(λ d)``, is a pile: on a
-    discrete column the bound value itself (clipped values, the zeros of a count). Weights are not touched: every cell keeps its mass, and the other columns theirs.
-    Never raises."""
+    ``current``: the points' values, ``values``: the column's public values (sorted), ``c``:
+    each point's cell of ``edges`` (a cell without public values keeps its points' values),
+    ``beta``: each cell's slope (the linear density ``1 + β(u − ½)``, ``u`` the position in the
+    cell), ``dens``: each cell's fitted density and ``wide`` its width test. A point of cell
+    ``c`` takes one of the public values in ``c`` with probability ``∝ 1 + β_c(u_v − ½)``. In an
+    end cell that rises above its neighbours' trend (:func:`_trend_at_edge`: density ``e`` at the
+    inner edge, decay ``λ`` per cell), the trend is continued into the cell (``∝ e^{−λ s}``, ``s``
+    the distance from the bound as a share of the cell, which holds ``e (e^λ − 1)/λ`` of its
+    density ``d``), and what the cell holds beyond it, the share ``1 − e (e^λ − 1)/(λ d)``, is a
+    pile: on a discrete column the bound value itself (clipped values, the zeros of a count).
+    Weights are not touched: every cell keeps its mass, and the other columns theirs. Never raises."""
     k = dens.size
     out = current.copy()
     cell_of_value = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, k - 1)
@@ -581,11 +581,11 @@ def _released_forest(fm: FeatureMap, target: np.ndarray) -> list[tuple[int, int,
     lowest column.
 
     Returns ``(parent, child, column of cell_index, offset, parent first, the table with the
-    parent's cells as rows)`` per edge. Drawing each child from its row of the conditional table puts the first
-    points where the released pairs put the rows: the weights then refine a cloud that already
-    holds the table's dependences, instead of reweighting independent draws (on a skewed table
-    with strongly dependent columns, most independent points sit where no row is). Reads released
-    sums and public cells only: post-processing, never raises.
+    parent's cells as rows)`` per edge. Drawing each child from its row of the conditional table
+    puts the first points where the released pairs put the rows: the weights then refine a cloud
+    that already holds the table's dependences, instead of reweighting independent draws (on a
+    skewed table with strongly dependent columns, most independent points sit where no row is).
+    Reads released sums and public cells only: post-processing, never raises.
     """
     import scipy.sparse.csgraph
 
@@ -965,7 +965,7 @@ class SyntheticDecoder:
         residual = float(np.linalg.norm(design.mix(w) - target)) if X.shape[0] else float("nan")
         noise = float(np.sqrt(np.sum(np.where(np.isfinite(var), var, 0.0)))) / n_hat
         if self.within_cells == "linear":
-            X, w = self._place_in_cells(X, w, rng)
+            X = self._place_in_cells(X, w, rng)
         self._finish(X, w, n_hat, residual, noise)
         self.degenerate_ = False
         self.reason_ = None
@@ -1059,9 +1059,7 @@ class SyntheticDecoder:
         v = np.where(v > hi, 2 * hi - v, v)
         return np.clip(v, lo, hi)
 
-    def _place_in_cells(
-        self, X: np.ndarray, w: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def _place_in_cells(self, X: np.ndarray, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Points redrawn inside their cells from a linear density that follows the neighbours.
 
         Every cell keeps its points and their weights, so every released cell is fitted as
@@ -1089,11 +1087,8 @@ class SyntheticDecoder:
         were otherwise spread evenly over a cell's values: countymurders' arrests, clipped at 100
         (0.95 % of the rows at the bound), were decoded with 0.06 % of the rows at 100 and the
         mean 3 % low.
-
-        Returns the points and their weights (unchanged: every cell keeps its mass).
         """
         X = X.copy()
-        w = w.copy()
         for j, e in enumerate(self.edges_):
             if e is None or e.size < 3:
                 continue
@@ -1111,11 +1106,11 @@ class SyntheticDecoder:
             # β = s·width/d ∈ [−2, 2]: the density at the cell's edges is d(1 ± β/2) ≥ 0
             beta = np.divide(slope * width, dens, out=np.zeros(k), where=dens > 0)
             beta = np.clip(np.where(np.isfinite(beta), beta, 0.0), -2.0, 2.0)
-            b = beta[c]
             if j in self.discrete_:
                 if _DISCRETE_PROFILE:
                     X[:, j] = _discrete_in_cells(X[:, j], self.discrete_[j], e, c, beta, dens, wide, rng)
                 continue
+            b = beta[c]
             v = rng.uniform(size=c.size)
             # inverse of F(u) = u + β(u² − u)/2 on [0, 1]
             half = 1.0 - 0.5 * b
@@ -1132,7 +1127,7 @@ class SyntheticDecoder:
                         s_ = -np.log1p(-v[at] * -np.expm1(-rate)) / rate
                         u[at] = s_ if end == 0 else 1.0 - s_
             X[:, j] = e[c] + np.clip(u, 0.0, 1.0) * width[c]
-        return X, w
+        return X
 
     def _draw_along_forest(
         self, new: np.ndarray, X: np.ndarray, start: list[np.ndarray], rng: np.random.Generator
@@ -1141,17 +1136,16 @@ class SyntheticDecoder:
 
         Each new point's child cell ``b`` is drawn from ``P(b | a)`` (``a``: its parent's cell in
         the pair table, raked to both columns' released 1-way marginals, :func:`_conditional`,
-        so the child keeps its own block's less noisy marginal); its value is then drawn from the child's released 1-way marginal within
-        ``b`` (the starting points of that cell, weighted by ``start[child]``) and spread in its
-        public cell. Parents are drawn before children (breadth-first), so a chain of pairs
-        carries its dependence along, as a tree-shaped model does. A cell with no starting point
-        keeps the independent draw (two points sit in every public cell, so this is the rare
-        case of a table coarser than nothing)."""
+        so the child keeps its own block's less noisy marginal); its value is then drawn from the
+        child's released 1-way marginal within ``b`` (the starting points of that cell, weighted
+        by ``start[child]``) and spread in its public cell. Parents are drawn before children
+        (breadth-first), so a chain of pairs carries its dependence along, as a tree-shaped model
+        does. A cell with no starting point keeps the independent draw (two points sit in every
+        public cell, so this is the rare case of a table coarser than nothing)."""
         fm, n = self._forest_map, int(new.shape[0])
         idx_x, _ = cell_index(fm, X)
         for parent, child, position, offset, first, table in self._forest:
             k_parent, k_child = table.shape
-
             a, _ = _split_cells(cell_index(fm, new)[0][:, position] - offset, first, table.shape)
             a_x, b_x = _split_cells(idx_x[:, position] - offset, first, table.shape)
             cond = _conditional(
