@@ -368,6 +368,13 @@ _PILE_AT_BOUNDS = True
 #: a discrete column's points take the values of their cell by the same profile (a pile at a
 #: bound: on the bound value), instead of as they fell (:func:`_discrete_in_cells`)
 _DISCRETE_PROFILE = True
+#: a continuous column's end cell above its neighbours' trend: the trend continued into it and
+#: the excess on the bound itself (:func:`_end_pile`), instead of one steeper exponential
+_POINT_PILE = True
+#: ... when the neighbours' trend rises toward the bound by at most this log-ratio per cell
+#: (``λ = ln(d₁/d₂)``): a jump above nearly flat or falling neighbours is a pile; above a steep
+#: rise it may be the density steepening further, placed by one exponential as before
+_POINT_PILE_RISE = 0.25
 _PILE_HOLE = 0.5
 
 
@@ -401,12 +408,9 @@ def _discrete_in_cells(
     piles: dict[int, tuple[float, float]] = {}
     if _PILE_AT_BOUNDS and k >= 3:
         for end, inner, nxt in ((0, 1, 2), (k - 1, k - 2, k - 3)):
-            trend = _trend_at_edge(dens[end], dens[inner], dens[nxt])
-            if trend is not None and wide[end] and wide[inner] and wide[nxt]:
-                edge, lam = trend
-                # the mass the trend, continued into the end cell, gives it; the rest is the pile
-                continued = edge * (math.expm1(lam) / lam if abs(lam) > 1e-12 else 1.0)
-                piles[end] = (lam, min(max(1.0 - continued / dens[end], 0.0), 1.0))
+            pile = _end_pile(dens[end], dens[inner], dens[nxt])
+            if pile is not None and wide[end] and wide[inner] and wide[nxt]:
+                piles[end] = pile
     for cell in np.unique(c):
         inside = values[cell_of_value == cell]
         who = np.flatnonzero(c == cell)
@@ -444,6 +448,29 @@ def _trend_at_edge(d_end: float, d_inner: float, d_next: float) -> tuple[float, 
     lam = math.log(d_inner / d_next) if d_inner > 0 and d_next > 0 else 0.0
     edge = d_inner * (lam / -math.expm1(-lam) if abs(lam) > 1e-12 else 1.0)
     return (edge, lam) if d_end > edge else None
+
+
+def _end_pile(d_end: float, d_inner: float, d_next: float) -> tuple[float, float] | None:
+    """``(λ, share)`` of an end cell above its neighbours' trend (:func:`_trend_at_edge`), else
+    ``None``: the trend continued into the cell, density ``∝ e^{−λ s}`` (``s``: the distance from
+    the bound, as a share of the cell), holds ``e (e^λ − 1)/λ`` of the cell's density ``d``; the
+    rest, the share ``1 − e (e^λ − 1)/(λ d)`` of the cell's mass, is a pile on the bound itself
+    (values clipped to it, a count's zeros). An exponential tail has no excess (share 0).
+
+    >>> lam, share = _end_pile(6.0, 1.0, 1.0)  # flat neighbours: 5 of the end cell's 6 are a pile
+    >>> round(lam, 6), round(share, 4)
+    (0.0, 0.8333)
+    >>> round(_end_pile(np.e**2 + 1.0, np.e, 1.0)[1], 4)  # an exponential tail, and a pile of 1
+    0.1192
+    >>> _end_pile(1.0, 2.0, 2.0) is None  # no rise toward the bound
+    True
+    """
+    trend = _trend_at_edge(d_end, d_inner, d_next)
+    if trend is None:
+        return None
+    edge, lam = trend
+    continued = edge * (math.expm1(lam) / lam if abs(lam) > 1e-12 else 1.0)
+    return lam, min(max(1.0 - continued / d_end, 0.0), 1.0)
 
 
 def _pile_rate(d_end: float, d_inner: float, d_next: float) -> float:
@@ -1076,10 +1103,23 @@ class SyntheticDecoder:
         at 5 000: 2.9 % of the rows in the last of 16 cells, 0.16 % in the one before). A line
         cannot put that mass at the bound. So where an end cell's density ``d`` exceeds what the
         trend of the next two cells (``d₁``, ``d₂``) gives at the shared edge, and the neighbour
-        is no hole (``d₁ ≥ ½ d₂``; a column of gridded values leaves cells empty), the end cell's
-        density is ``∝ exp(−a·s)`` (``s``: distance from the bound, as a share of the cell), with
-        ``a`` set so the density at the inner edge is the trend's (:func:`_pile_rate`): an
-        exponential tail is placed as one, a pile on flat neighbours gets a steep ``a``.
+        is no hole (``d₁ ≥ ½ d₂``; a column of gridded values leaves cells empty), the end cell is
+        a pile or a steepening density, which its mass alone cannot tell apart:
+
+        - above nearly flat or falling neighbours (``λ = ln(d₁/d₂) ≤ _POINT_PILE_RISE = 0.25``),
+          a jump is a pile: the trend is continued into the cell (``∝ e^{−λ s}``, ``s``: distance
+          from the bound as a share of the cell) and the excess is a point mass on the bound
+          itself (:func:`_end_pile`), where clipped values are;
+        - above neighbours that already rise steeply, the density ``∝ exp(−a·s)`` with ``a`` set
+          so the density at the inner edge is the trend's (:func:`_pile_rate`): an exponential
+          tail is placed as one, and a density steepening toward the bound (movies' ``votes``
+          from 5 in a cell from 0) is not moved onto it.
+
+        On a test column with 30 % of its rows clipped onto the bound, the end cell's mean reads
+        0.9863 against the true 0.9856 (30.6 % on the bound); one exponential read 0.962, none on
+        the bound. Through the command line (movies' ``votes``, log scale, 2.8 % of the rows
+        clipped at 5 000) the pile was decoded with 0.1 % of the rows within 10 votes of 5 000;
+        now with 2.7–3.0 %.
 
         **Discrete columns** (integer columns, whose points sit on public values) draw their
         points' values within each cell from the same profile over the cell's public values,
@@ -1120,6 +1160,17 @@ class SyntheticDecoder:
             if _PILE_AT_BOUNDS:
                 for end, inner, nxt in ((0, 1, 2), (k - 1, k - 2, k - 3)):
                     ok = k >= 3 and wide[end] and wide[inner] and wide[nxt]
+                    pile = _end_pile(dens[end], dens[inner], dens[nxt]) if ok and _POINT_PILE else None
+                    if pile is not None and pile[0] <= _POINT_PILE_RISE:
+                        at = c == end
+                        lam, share = pile
+                        on_bound = v[at] < share
+                        # the rest follows the trend: s ∝ e^{−λ s} on [0, 1], by its inverse CDF
+                        r = np.clip((v[at] - share) / max(1.0 - share, 1e-300), 0.0, 1.0)
+                        s_ = r if abs(lam) < 1e-12 else -np.log1p(-r * -np.expm1(-lam)) / lam
+                        s_ = np.where(on_bound, 0.0, s_)
+                        u[at] = s_ if end == 0 else 1.0 - s_
+                        continue
                     rate = _pile_rate(dens[end], dens[inner], dens[nxt]) if ok else 0.0
                     if rate > 0:
                         at = c == end

@@ -571,21 +571,35 @@ def test_a_pile_at_a_bound_is_placed_at_the_bound_and_a_hole_is_not_read_as_one(
     # 30 % of the rows clipped onto the upper bound, the rest uniform: the last cell holds 0.34
     x = np.concatenate([rng.uniform(0, 1, 14_000), np.ones(6000)])
     sk = _skewed_sketch(x)
-    last = {}
-    for pile in (True, False):
-        synthetic._PILE_AT_BOUNDS = pile
+    last, on_bound = {}, {}
+    for pile, point in ((True, True), (True, False), (False, True)):
+        synthetic._PILE_AT_BOUNDS, synthetic._POINT_PILE = pile, point
         try:
             dec = SyntheticDecoder(n_points=4000, seed=1).fit(sk)
         finally:
-            synthetic._PILE_AT_BOUNDS = True
+            synthetic._PILE_AT_BOUNDS, synthetic._POINT_PILE = True, True
         z, w = dec.samples_[:, 0], dec.weights_
         top = z >= 0.875
-        last[pile] = (w[top] @ z[top]) / w[top].sum()
+        last[pile, point] = (w[top] @ z[top]) / w[top].sum()
+        on_bound[pile, point] = w[z == 1.0].sum()
         assert abs(w[top].sum() - ((x >= 0.875).mean())) < 1e-3  # the cell keeps its mass
-    # truth 0.986; the exponential profile reaches 0.96, a line 0.94 (the pile is a point mass,
-    # the profile a smooth stand-in: closer, not exact)
+    # truth 0.9856 with 30 % of the rows on the bound: the trend and a point mass give 0.9863 and
+    # 30.6 %; one steep exponential for the whole cell 0.962 and none on the bound; a line 0.944
     truth = x[x >= 0.875].mean()
-    assert abs(last[True] - truth) < 0.03 and last[True] > last[False] + 0.01
+    assert abs(last[True, True] - truth) < 0.005 and abs(on_bound[True, True] - 0.3) < 0.02
+    assert last[True, False] > last[False, True] + 0.01 and on_bound[True, False] == 0.0
+    # a density that steepens toward the bound without reaching it (Pareto from 0.01, like
+    # movies' votes from 5) is no pile: its neighbours already rise steeply, so the end cell is
+    # placed by one exponential (mean 0.0222 against the true 0.0219; as a point mass on the
+    # bound, which the rise rule prevents, 0.0022 with 94 % of the rows on 0)
+    u = np.random.default_rng(9).uniform(size=60_000)
+    p = 0.01 * (1 - u) ** (-1 / 1.5)
+    p = p[p <= 1][:20_000]
+    dec = SyntheticDecoder(n_points=4000, seed=1).fit(_skewed_sketch(p))
+    z, w = dec.samples_[:, 0], dec.weights_
+    first = z < 0.125
+    assert abs((w[first] @ z[first]) / w[first].sum() - p[p < 0.125].mean()) < 0.003
+    assert w[z == 0.0].sum() == 0.0
     # gridded values: the cell next to the lower bound is empty, which is a hole, not a slope
     g = rng.choice([0.05, 0.3, 0.55, 0.8], size=20_000, p=[0.7, 0.1, 0.1, 0.1])
     dec = SyntheticDecoder(n_points=4000, seed=1).fit(_skewed_sketch(g))
