@@ -3,6 +3,7 @@ never raising on degenerate sketches, and the M2M method switch (ridge kept)."""
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import opendp.prelude as dp
 import polars as pl
@@ -746,3 +747,19 @@ def test_discrete_columns_are_decoded_with_their_pile_at_the_bound():
     finally:
         synthetic._DISCRETE_PROFILE = previous
     assert float(even.weights_ @ (even.samples_[:, 0] == 60.0)) < 0.5 * np.mean(x == 60.0)
+
+
+def test_end_cell_profiles_never_raise_on_extreme_densities():
+    # fitted densities are finite and >= 0, but may be subnormal or huge: the pile rules read them
+    # inside a measurement's post-processing (Context), where an exception would be an oracle
+    import itertools
+
+    from opendp_sketch.estimators.synthetic import _end_pile, _pile_rate, _trend_at_edge
+
+    values = [0.0, 5e-324, 1e-300, 1e-16, 1.0, 1e16, 1e300, 1.7e308, math.inf, math.nan]
+    for a, b, c in itertools.product(values, repeat=3):
+        trend, pile, rate = _trend_at_edge(a, b, c), _end_pile(a, b, c), _pile_rate(a, b, c)
+        assert (trend is None) == (pile is None)
+        if pile is not None:
+            assert 0.0 <= pile[1] <= 1.0 and not math.isnan(pile[0])
+        assert 0.0 <= rate <= 50.0
