@@ -64,7 +64,7 @@ starting points and ``n_hat_ = 0``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -553,6 +553,19 @@ def _two_way_blocks(fm: FeatureMap) -> list[tuple[int, tuple[int, int], int, tup
             if len(b.subset) == 2:
                 u, v = b.subset
                 out.append((position, (u, v), offset + b.offset, (b.shape[0], b.shape[1]), weight))
+            position += 1
+    return out
+
+
+def _pair_maps(fm: FeatureMap, positions: Sequence[int]) -> dict[int, Marginals]:
+    """The marginal at each of ``positions`` (columns of :func:`cell_index`, as in
+    :func:`_two_way_blocks`) as a one-block map, whose cell index is the block's own cell
+    number: ``cell_index(fm, X)[:, p] − offset`` for that block alone."""
+    wanted, out, position = set(positions), {}, 0
+    for m, _, _ in _marginal_parts(fm):
+        for i in range(len(m.blocks)):
+            if position in wanted:
+                out[position] = m.take([i])
             position += 1
     return out
 
@@ -1193,12 +1206,15 @@ class SyntheticDecoder:
         (breadth-first), so a chain of pairs carries its dependence along, as a tree-shaped model
         does. A cell with no starting point keeps the independent draw (two points sit in every
         public cell, so this is the rare case of a table coarser than nothing)."""
-        fm, n = self._forest_map, int(new.shape[0])
-        idx_x, _ = cell_index(fm, X)
-        for parent, child, position, offset, first, table in self._forest:
+        n = int(new.shape[0])
+        # each edge's pair table as a map of its own: its cells of the parent's current values
+        # (a parent is redrawn as a child first), without the map's other blocks
+        pair_maps = _pair_maps(self._forest_map, [edge[2] for edge in self._forest])
+        for parent, child, position, _, first, table in self._forest:
             k_parent, k_child = table.shape
-            a, _ = _split_cells(cell_index(fm, new)[0][:, position] - offset, first, table.shape)
-            a_x, b_x = _split_cells(idx_x[:, position] - offset, first, table.shape)
+            pair = pair_maps[position]
+            a, _ = _split_cells(cell_index(pair, new)[0][:, 0], first, table.shape)
+            a_x, b_x = _split_cells(cell_index(pair, X)[0][:, 0], first, table.shape)
             cond = _conditional(
                 table,
                 np.bincount(a_x, weights=start[parent], minlength=k_parent),
