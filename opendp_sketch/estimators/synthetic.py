@@ -478,9 +478,11 @@ def _pile_rate(d_end: float, d_inner: float, d_next: float) -> float:
     end cell) whose mean over the cell is ``d_end`` and whose value at the inner edge is the
     density the neighbours extrapolate there, ``e = d_inner·λ/(1 − e^{−λ})`` with
     ``λ = ln(d_inner/d_next)`` (exact for a density decaying exponentially across the cells):
-    ``(eᵃ − 1)/a = d_end/e``. So an exponential tail is placed as one (``a = λ``), and a pile on
-    flat neighbours gets a steep ``a``. 0 when the density does not rise toward the bound beyond
-    that trend or the neighbour is a hole (``d_inner < _PILE_HOLE · d_next``); at most 50.
+    ``(eᵃ − 1)/a = d_end/e``. So an exponential tail is placed as one (``a = λ``), and a density
+    steepening toward the bound gets a steeper ``a``. 0 when the density does not rise toward the
+    bound beyond that trend or the neighbour is a hole (``d_inner < _PILE_HOLE · d_next``); at
+    most 50. Used above steeply rising neighbours only: above nearly flat ones, the excess is a
+    point mass on the bound (:func:`_end_pile`).
 
     >>> round(_pile_rate(6.0, 1.0, 1.0), 2), _pile_rate(6.0, 0.0, 1.0), _pile_rate(1.0, 2.0, 2.0)
     (2.91, 0.0, 0.0)
