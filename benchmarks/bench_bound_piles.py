@@ -17,7 +17,6 @@ Writes ``benchmarks/results/bench_bound_piles.md`` and ``.csv``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,32 +48,16 @@ def decode(point_pile: bool) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--epsilons", default="0.1,1,3")
-    p.add_argument("--tables", default=",".join(real.TABLES))
-    p.add_argument("--out", default=str(RESULTS / "bench_bound_piles"))
-    args = p.parse_args(argv)
-    tables, epsilons = args.tables.split(","), [float(e) for e in args.epsilons.split(",")]
-    reps, out = args.reps, Path(args.out)
-    if args.quick:
-        tables, epsilons, reps = ["CPSSW8"], [3.0], 2
-        out = RESULTS / "quick" / "bench_bound_piles"
-    variants = {label: decode(on) for label, on in VARIANTS.items()}
-    rows: list[dict[str, Any]] = []
-    for name in tables:
-        for eps in epsilons:
-            rows += points.run_variants(name, eps, variants, reps)
-    points.write(
-        rows,
-        out,
-        list(VARIANTS),
-        reps,
+    _, out = points.variants_main(
+        argv,
+        __doc__,
+        "bench_bound_piles",
+        {label: decode(on) for label, on in VARIANTS.items()},
         title="Piles at a bound in continuous columns, on the same schema releases (issue 16)",
         what="each decoded with an end cell above its neighbours' trend placed by one exponential and "
         "by the trend continued plus a point mass on the bound (same seed)",
         column="end cell",
+        reps=3,
     )
     print(out.with_suffix(".md").read_text())
 

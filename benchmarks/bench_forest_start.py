@@ -27,7 +27,6 @@ the tree). Writes ``benchmarks/results/bench_forest_start.md`` and ``.csv``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -178,28 +177,11 @@ def tree_part(seeds: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--reps", type=int, default=4)
-    p.add_argument("--epsilons", default="0.1,1,3")
-    p.add_argument("--tables", default=",".join(real.TABLES))
-    p.add_argument("--out", default=str(RESULTS / "bench_forest_start"))
-    args = p.parse_args(argv)
-    tables, epsilons = args.tables.split(","), [float(e) for e in args.epsilons.split(",")]
-    reps, out = args.reps, Path(args.out)
-    if args.quick:
-        tables, epsilons, reps = ["CPSSW8"], [3.0], 2
-        out = RESULTS / "quick" / "bench_forest_start"
-    variants = {label: decode(on, rake, profile) for label, (on, rake, profile) in VARIANTS.items()}
-    rows: list[dict[str, Any]] = []
-    for name in tables:
-        for eps in epsilons:
-            rows += points.run_variants(name, eps, variants, reps)
-    points.write(
-        rows,
-        out,
-        list(VARIANTS),
-        reps,
+    args, out = points.variants_main(
+        argv,
+        __doc__,
+        "bench_forest_start",
+        {label: decode(on, rake, profile) for label, (on, rake, profile) in VARIANTS.items()},
         title="Round 1 along the released pairs, on the same schema releases (issue 16)",
         what="each decoded with round 1 drawn independently and along the forest of released pairs, "
         "with 1-way marginals raked above a quarter or a twentieth of a noise variance per cell, and with "

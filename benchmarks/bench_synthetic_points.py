@@ -131,6 +131,41 @@ def write(
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
+def variants_main(
+    argv: list[str] | None,
+    doc: str,
+    name: str,
+    variants: dict[str, Any],
+    *,
+    title: str,
+    what: str,
+    column: str,
+    reps: int = 4,
+) -> tuple[argparse.Namespace, Path]:
+    """The command line of a benchmark decoding the same schema releases by each of ``variants``
+    (label → ``decode(sketch, rep)``): ``--reps``, ``--epsilons``, ``--tables``, ``--out`` and
+    ``--quick`` (CPSSW8 at ε = 3, 2 releases, under ``results/quick/``). Runs and writes the table;
+    returns the parsed arguments and the output path (without suffix)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--reps", type=int, default=reps)
+    p.add_argument("--epsilons", default="0.1,1,3")
+    p.add_argument("--tables", default=",".join(real.TABLES))
+    p.add_argument("--out", default=str(RESULTS / name))
+    args = p.parse_args(argv)
+    tables, epsilons = args.tables.split(","), [float(e) for e in args.epsilons.split(",")]
+    runs, out = args.reps, Path(args.out)
+    if args.quick:
+        tables, epsilons, runs = ["CPSSW8"], [3.0], 2
+        out = RESULTS / "quick" / name
+    rows: list[dict[str, Any]] = []
+    for table in tables:
+        for eps in epsilons:
+            rows += run_variants(table, eps, variants, runs)
+    write(rows, out, list(variants), runs, title=title, what=what, column=column)
+    return args, out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
