@@ -4,6 +4,7 @@ never raising on degenerate sketches, and the M2M method switch (ridge kept)."""
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import opendp.prelude as dp
 import polars as pl
