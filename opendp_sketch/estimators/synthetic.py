@@ -404,13 +404,7 @@ def _discrete_in_cells(
     k = dens.size
     out = current.copy()
     cell_of_value = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, k - 1)
-    # end cells above their neighbours' trend: (decay rate toward the bound, share of the pile)
-    piles: dict[int, tuple[float, float]] = {}
-    if _PILE_AT_BOUNDS and k >= 3:
-        for end, inner, nxt in ((0, 1, 2), (k - 1, k - 2, k - 3)):
-            pile = _end_pile(dens[end], dens[inner], dens[nxt])
-            if pile is not None and wide[end] and wide[inner] and wide[nxt]:
-                piles[end] = pile
+    piles = _end_piles(dens, wide)
     for cell in np.unique(c):
         inside = values[cell_of_value == cell]
         who = np.flatnonzero(c == cell)
@@ -471,6 +465,27 @@ def _end_pile(d_end: float, d_inner: float, d_next: float) -> tuple[float, float
     edge, lam = trend
     continued = edge * (math.expm1(lam) / lam if abs(lam) > 1e-12 else 1.0)
     return lam, min(max(1.0 - continued / d_end, 0.0), 1.0)
+
+
+def _end_piles(dens: np.ndarray, wide: np.ndarray) -> dict[int, tuple[float, float]]:
+    """``{end cell: (λ, share)}`` (:func:`_end_pile`) of each end cell (``0``, ``k − 1``) above its
+    neighbours' trend, where it and the next two cells pass the width test ``wide``; ``{}`` with
+    fewer than 3 cells or ``_PILE_AT_BOUNDS`` off."""
+    k = dens.size
+    piles: dict[int, tuple[float, float]] = {}
+    if _PILE_AT_BOUNDS and k >= 3:
+        for end, inner, nxt in ((0, 1, 2), (k - 1, k - 2, k - 3)):
+            if wide[end] and wide[inner] and wide[nxt]:
+                pile = _end_pile(dens[end], dens[inner], dens[nxt])
+                if pile is not None:
+                    piles[end] = pile
+    return piles
+
+
+def _from_bound(r: np.ndarray, rate: float) -> np.ndarray:
+    """Inverse CDF of the density ``∝ e^{−rate·s}`` on ``[0, 1]`` at ``r``: the distance ``s``
+    from the bound, as a share of the end cell (uniform at ``rate`` 0)."""
+    return r if abs(rate) < 1e-12 else -np.log1p(-r * -np.expm1(-rate)) / rate
 
 
 def _pile_rate(d_end: float, d_inner: float, d_next: float) -> float:
@@ -1172,26 +1187,16 @@ class SyntheticDecoder:
             flat = np.abs(b) < 1e-9
             root = np.sqrt(np.maximum(half * half + 2.0 * b * v, 0.0))
             u = np.where(flat, v, (root - half) / np.where(flat, 1.0, b))
-            if _PILE_AT_BOUNDS:
-                for end, inner, nxt in ((0, 1, 2), (k - 1, k - 2, k - 3)):
-                    ok = k >= 3 and wide[end] and wide[inner] and wide[nxt]
-                    pile = _end_pile(dens[end], dens[inner], dens[nxt]) if ok and _POINT_PILE else None
-                    if pile is not None and pile[0] <= _POINT_PILE_RISE:
-                        at = c == end
-                        lam, share = pile
-                        on_bound = v[at] < share
-                        # the rest follows the trend: s ∝ e^{−λ s} on [0, 1], by its inverse CDF
-                        r = np.clip((v[at] - share) / max(1.0 - share, 1e-300), 0.0, 1.0)
-                        s_ = r if abs(lam) < 1e-12 else -np.log1p(-r * -np.expm1(-lam)) / lam
-                        s_ = np.where(on_bound, 0.0, s_)
-                        u[at] = s_ if end == 0 else 1.0 - s_
-                        continue
-                    rate = _pile_rate(dens[end], dens[inner], dens[nxt]) if ok else 0.0
-                    if rate > 0:
-                        at = c == end
-                        # distance from the bound, as a share of the cell: density ∝ exp(−rate·s)
-                        s_ = -np.log1p(-v[at] * -np.expm1(-rate)) / rate
-                        u[at] = s_ if end == 0 else 1.0 - s_
+            for end, (lam, share) in _end_piles(dens, wide).items():
+                at = c == end
+                if _POINT_PILE and lam <= _POINT_PILE_RISE:
+                    # the share on the bound itself, the rest by the trend continued, ∝ e^{−λ s}
+                    r = np.clip((v[at] - share) / max(1.0 - share, 1e-300), 0.0, 1.0)
+                    s_ = np.where(v[at] < share, 0.0, _from_bound(r, lam))
+                else:  # one exponential holding the cell's mass: density ∝ exp(−rate·s)
+                    inner, nxt = (1, 2) if end == 0 else (k - 2, k - 3)
+                    s_ = _from_bound(v[at], _pile_rate(dens[end], dens[inner], dens[nxt]))
+                u[at] = s_ if end == 0 else 1.0 - s_
             X[:, j] = e[c] + np.clip(u, 0.0, 1.0) * width[c]
         return X
 
