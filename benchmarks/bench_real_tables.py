@@ -127,6 +127,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "marginals_weighted4": {"one_way_weight": 4.0},
     "marginals_no_bound_cells": {"bound_cells": None},
 }
+#: share of ε spent choosing a spanning tree of 2-way marginals (the ``*_select`` systems)
+SELECTION = 0.1
 #: counts the per-query peer answers (each with ε/N_COUNTS, the share it has to answer them all)
 PER_QUERY_MEASURED = 50
 LABELS = {
@@ -138,6 +140,8 @@ LABELS = {
     "marginals_weighted4": "auto marginals as above, 1-way blocks at weight 4 (one_way_weight=4) + synthetic decoder",
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
     "schema": "schema release + M2M, every default (32- or 64-bin 1-way marginals, 2-way by the row-estimate rule)",
+    "schema_select": f"schema release + M2M, pair_selection={SELECTION} (the rule's pairs, then a private spanning tree)",
+    "marginals_select": f"auto marginals (16-bin 1-way) + a private spanning tree of 16 × 16 pairs ({SELECTION} of ε) + synthetic decoder",
     "mst": "OpenDP dp.mbi MST (16 bins)",
     "aim": "OpenDP dp.mbi AIM (16 bins)",
     "opendp_polars": f"OpenDP Polars, one query at a time (ε/{N_COUNTS} each; counts only, the first "
@@ -335,7 +339,35 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
     dp.enable_features("contrib", "honest-but-curious")
     d = lo.size
     t0 = time.perf_counter()
-    if system.startswith("hist"):
+    if system == "marginals_select":
+        from opendp_sketch import release as rel
+
+        full, keep = rel._auto_blocks(
+            (lo.tolist(), hi.tolist()),
+            categorical=CATEGORICAL.get(name),
+            levels=None,
+            fine_bins=BINS,
+            rows=public_rows(X.shape[0]),
+            epsilon=eps,
+            delta=None,
+            rho=None,
+            count_fraction=rel.DEFAULT_COUNT_FRACTION,
+            one_way_weight=rel.AUTO_ONE_WAY_WEIGHT,
+            bound_cells=None,
+        )
+        budget = rel.Budget.of(epsilon=eps)
+        meas, _, _ = rel.make_spanning_sketch(
+            dps.box_domain((lo.tolist(), hi.tolist()), column_names=cols),
+            dp.symmetric_distance(),
+            budget,
+            1,
+            full,
+            keep,
+            SELECTION,
+            one_way_weight=rel.AUTO_ONE_WAY_WEIGHT,
+        )
+        sk = rel.release_once(meas, X, budget, 1)
+    elif system.startswith("hist"):
         fm: Any = dps.Histogram(bounds=(lo.tolist(), hi.tolist()), bins=BINS)
     else:
         # every 1-way marginal at 16 bins, every 2-way as fine as the automatic rule allows for a
@@ -350,7 +382,8 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
             epsilon=eps,
             **VARIANTS.get(system, {}),
         )
-    sk = dps.release_sketch(X, fm, bounds=(lo.tolist(), hi.tolist()), epsilon=eps, column_names=cols)
+    if system != "marginals_select":
+        sk = dps.release_sketch(X, fm, bounds=(lo.tolist(), hi.tolist()), epsilon=eps, column_names=cols)
     method = "ridge" if system == "hist_ridge" else "synthetic"
     est = dps.M2M(sk, method=method, seed=seed)
     fit = time.perf_counter() - t0
@@ -404,7 +437,8 @@ def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, u
     cats = CATEGORICAL.get(name, [])
     frame, schema = schema_frame(name, X, cols, lo, hi)
     t0 = time.perf_counter()
-    sk = dps.release_sketch(frame, schema=schema, epsilon=eps)
+    selection = {"pair_selection": SELECTION} if system == "schema_select" else {}
+    sk = dps.release_sketch(frame, schema=schema, epsilon=eps, **selection)
     est = dps.M2M(sk, seed=seed)
     fit = time.perf_counter() - t0
     width = np.where([j in cats for j in range(lo.size)], 1.0, hi - lo)
@@ -691,7 +725,7 @@ def main(argv: list[str] | None = None) -> None:
                     else run_opendp_polars
                     if system == "opendp_polars"
                     else run_schema
-                    if system == "schema"
+                    if system in ("schema", "schema_select")
                     else run_ours
                 )
                 row: dict[str, Any] = {

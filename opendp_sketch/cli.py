@@ -298,6 +298,7 @@ def _release(args: argparse.Namespace) -> int:
                 delta=args.delta,
                 rho=args.rho,
                 progress=progress,
+                pair_selection=args.pair_selection,
             )
         except ValueError as e:
             raise ValueError(_in_cli_words(str(e))) from None
@@ -313,6 +314,9 @@ _FLAGS = {
         'impute value ("impute": v in the schema file, or --impute COL=v, or --impute v for every numeric column) or '
         '"null": "category" / a label to read them as'
     ),
+    "drop feature_map= or pair_selection=": "use --map auto or drop --pair-selection",
+    "pair_selection chooses": "--pair-selection chooses",
+    "pair_selection (": "--pair-selection (",
     "impute=<public value>": "--impute COL=<public value>",
     "impute=<public value(s)>": "--impute COL=<public value>",
     "impute=": "--impute ",
@@ -731,6 +735,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "where it does not, and with --map kmeans "
         "each row evaluates only the frequencies the estimate allows; a wrong guess costs accuracy, "
         "not privacy",
+    )
+    p_rel.add_argument(
+        "--pair-selection",
+        type=float,
+        metavar="SHARE",
+        help="with --map auto: spend this share of the budget (e.g. 0.1) choosing, from the data, the 2-way "
+        "marginals that join the columns the rule leaves apart (MST's private selection; see docs/release.md)",
     )
     p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
     p_rel.add_argument("--delta", type=float, help="δ")

@@ -33,7 +33,10 @@ from ._validate import check_bounds, check_chunking, check_column_names, check_f
 from .domains import FrameBoxDomain, TableDomain, box_data_bounds, descriptor_of
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .features.byclass import ByClass
+from .features.composite import Composite
+from .features.marginals import Marginals
 from .schema import Schema
+from .selection import Forest, make_independence_scores
 from .sketch import Sketch, discrete_laplace_variance
 from .streaming import bad_value_counts, frame_box_domain, make_frame_sum_and_count, report_progress, scan
 from .transformations import make_box_clip, make_clamped_sum_and_count, make_sum_and_count, pair_parts
@@ -82,6 +85,8 @@ AUTO_RULE_ONE_WAY_WEIGHT = 2.0
 AUTO_BOUND_CELL = 1e-6
 #: share of the privacy budget spent on the count (the rest goes to the feature sum)
 DEFAULT_COUNT_FRACTION = 0.02
+#: share of the budget spent choosing the 2-way marginals of a spanning tree (make_spanning_sketch)
+DEFAULT_SELECTION_FRACTION = 0.1
 
 BudgetKind = Literal["epsilon", "epsilon_delta", "rho"]
 
@@ -553,6 +558,13 @@ def search_measurement(
 
     :raises ValueError: if no representable scale meets the budget
     """
+    return budget.finish(make(search_scale(make, budget, d_in, sensitivity)))
+
+
+def search_scale(
+    make: Callable[[float], dp.Measurement], budget: Budget, d_in: int, sensitivity: float
+) -> float:
+    """The scale :func:`search_measurement` builds its measurement at."""
 
     def build(scale: float) -> dp.Measurement:
         return budget.finish(make(scale))
@@ -562,13 +574,13 @@ def search_measurement(
     ref = budget.reference_scale(d_in, sensitivity)
     for lo_f, hi_f in ((1 / 20, 1e4), (1.0, 1e8), (1e-4, 1 / 20)):
         try:
-            return dp.binary_search_chain(
-                build, d_in=d_in, d_out=budget.d_out, bounds=(ref * lo_f, ref * hi_f)
+            return float(
+                dp.binary_search_param(build, d_in=d_in, d_out=budget.d_out, bounds=(ref * lo_f, ref * hi_f))
             )
         except (ValueError, dp.OpenDPException):  # boundary outside, or loss overflow at tiny scales
             continue
     try:
-        return dp.binary_search_chain(build, d_in=d_in, d_out=budget.d_out, T=float)
+        return float(dp.binary_search_param(build, d_in=d_in, d_out=budget.d_out, T=float))
     except (ValueError, dp.OpenDPException) as e:
         raise ValueError(
             f"no noise scale OpenDP can represent gives {budget.kind} = {budget.d_out!r} "
@@ -617,7 +629,10 @@ def release_once(meas: dp.Measurement, data: Any, budget: Budget, d_in: int) -> 
     out = forget_input(meas(data))
     spent = {"measure": str(meas.output_measure), "d_in": d_in, **budget.record(meas.map(d_in))}
     for sk in out if isinstance(out, list) else [out]:
-        sk.privacy = {**spent, **{k: v for k, v in sk.privacy.items() if k in ("joint_release", "share")}}
+        sk.privacy = {
+            **spent,
+            **{k: v for k, v in sk.privacy.items() if k in ("joint_release", "share", "pair_selection")},
+        }
     return out
 
 
@@ -730,6 +745,7 @@ def release_sketch(
     n_jobs: int | None = None,
     projection: Any = None,
     progress: Callable[[int, int], None] | None = None,
+    pair_selection: float | None = None,
 ) -> Sketch:
     r"""Release a sketch of ``data`` in one call, spending exactly the given budget.
 
@@ -771,6 +787,11 @@ def release_sketch(
         (it is public and seeded) to project query points the same way.
     :param progress: for a file or LazyFrame, called as ``progress(rows_done, rows_total)`` after
         each streamed batch of the release pass (on the curator's machine; never released)
+    :param pair_selection: with a ``schema`` and the automatic map, the share of the budget
+        (e.g. ``0.1``) spent choosing, from the data, the 2-way marginals that join the columns
+        the automatic rule leaves apart (:func:`make_spanning_sketch`: MST's selection); the
+        pairs chosen are in ``sketch.privacy["pair_selection"]``. ``None`` (default): the
+        public rule alone
     :return: the released :class:`~opendp_sketch.Sketch`
     :raises ValueError: on bad parameters or data (nothing is released)
     :example:
@@ -804,7 +825,10 @@ def release_sketch(
             chunk_rows,
             n_jobs,
             progress,
+            pair_selection,
         )
+    if pair_selection is not None:
+        raise ValueError("pair_selection needs a schema (schema=dps.Schema({...})) and the automatic map")
     if feature_map is None or bounds is None:
         raise ValueError("give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds")
     count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
@@ -974,9 +998,48 @@ def auto_marginals(
     >>> type(fm).__name__, fm.weights, [len(m.blocks) for m in fm.maps]
     ('Composite', (3.0, 1.0), [6, 15])
     """
-    from .features.composite import Composite
-    from .features.marginals import Marginals
+    full, keep = _auto_blocks(
+        bounds,
+        categorical=categorical,
+        levels=levels,
+        fine_bins=fine_bins,
+        rows=rows,
+        epsilon=epsilon,
+        delta=delta,
+        rho=rho,
+        count_fraction=count_fraction,
+        one_way_weight=one_way_weight,
+        bound_cells=bound_cells,
+    )
+    return _weighted(full if len(keep) == len(full.blocks) else full.take(keep), one_way_weight)
 
+
+def _weighted(fm: Marginals, weight: float) -> FeatureMap:
+    """The 1-way blocks of ``fm`` at ``weight`` against its 2- and 3-way blocks at 1 (a
+    :class:`~opendp_sketch.Composite`), or ``fm`` itself at weight 1 or without pairs."""
+    ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
+    pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
+    if weight == 1.0 or not pairs:
+        return fm
+    return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
+
+
+def _auto_blocks(
+    bounds: Any,
+    *,
+    categorical: Sequence[int] | None,
+    levels: dict[int, int] | None,
+    fine_bins: int | None,
+    rows: int | None,
+    epsilon: float | None,
+    delta: float | None,
+    rho: float | None,
+    count_fraction: float,
+    one_way_weight: float,
+    bound_cells: float | None,
+) -> tuple[Marginals, list[int]]:
+    """:func:`auto_marginals` before the weighting: every 1-way and 2-way block at the chosen
+    bins, and the indices of the blocks the rule keeps (every 1-way block among them)."""
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
         1.0 <= one_way_weight <= 1024.0
     ):
@@ -994,41 +1057,33 @@ def auto_marginals(
             bound_cells=bound_cells,
         )
 
-    def weighted(fm: Marginals, weight: float = one_way_weight) -> FeatureMap:
-        ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
-        pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
-        if weight == 1.0 or not pairs:
-            return fm
-        return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
-
     given = [epsilon, delta, rho]
     if rows is None or all(v is None for v in given):
-        return weighted(build(min(AUTO_PAIR_BINS, chosen_bins)))
+        fm = build(min(AUTO_PAIR_BINS, chosen_bins))
+        return fm, list(range(len(fm.blocks)))
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
         raise ValueError(f"rows ({rows!r}) must be a positive integer: a public estimate of the row count")
     budget = Budget.of(epsilon, delta, rho)
     share = 1.0 - check_fraction(count_fraction)
 
-    def by_rule(fine: int) -> FeatureMap:
+    def by_rule(fine: int) -> tuple[Marginals, list[int]]:
         """``fine``-bin 1-way blocks and the 2-way blocks the row-estimate rule keeps."""
         fm = build(min(AUTO_MAX_PAIR_BINS, fine), fine)
         # the noise of the map with every pair, its 1-way blocks at weight min(a, 2): dropping blocks
         # only lowers it, so up to weight 2 a kept pair's cells hold at least this many noise std's of
         # rows in the final map too; a heavier 1-way weight keeps the pairs weight 2 keeps
-        rule = weighted(fm, min(float(one_way_weight), AUTO_RULE_ONE_WAY_WEIGHT))
+        rule = _weighted(fm, min(float(one_way_weight), AUTO_RULE_ONE_WAY_WEIGHT))
         std = budget.coordinate_std(rule.sensitivity(1), rule.sensitivity(2), share)
-        full = weighted(fm)
         keep = [
             i
             for i, b in enumerate(fm.blocks)
             if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std
         ]
-        if len(keep) == len(fm.blocks):
-            return full
-        return weighted(fm.take(keep))
+        return fm, keep
 
-    chosen = by_rule(chosen_bins)
+    fm, keep = by_rule(chosen_bins)
     if fine_bins is None:
+        chosen = _weighted(fm if len(keep) == len(fm.blocks) else fm.take(keep), one_way_weight)
         # the 1-way cells' noise in rows: the map's coordinate noise over the 1-way blocks' weight
         weight = float(one_way_weight) if isinstance(chosen, Composite) else 1.0
         one_way_std = budget.coordinate_std(chosen.sensitivity(1), chosen.sensitivity(2), share) / weight
@@ -1036,7 +1091,7 @@ def auto_marginals(
             # the same blocks with finer 1-way cells: every block still takes one cell per row, so
             # the sensitivity, the noise and the pairs the rule keeps are the same
             return by_rule(AUTO_FINER_BINS)
-    return chosen
+    return fm, keep
 
 
 def auto_feature_map(
@@ -1083,16 +1138,8 @@ def auto_feature_map(
     >>> [b.shape for m in auto_feature_map(s, epsilon=1.0, fine_bins=16).maps for b in m.blocks][:3]
     [(16,), (16,), (2,)]
     """
-    levels = {
-        j: v.size
-        for j, v in schema.integer_levels.items()
-        if v.size <= AUTO_FINE_BINS and getattr(schema[schema.columns[j]], "scale", None) == "linear"
-    }
-    return auto_marginals(
-        schema.bounds,
-        categorical=schema.categorical,
-        levels=levels,
-        rows=schema.rows,
+    full, keep = _schema_blocks(
+        schema,
         epsilon=epsilon,
         delta=delta,
         rho=rho,
@@ -1100,6 +1147,204 @@ def auto_feature_map(
         one_way_weight=one_way_weight,
         fine_bins=fine_bins,
     )
+    return _weighted(full if len(keep) == len(full.blocks) else full.take(keep), one_way_weight)
+
+
+def _schema_blocks(
+    schema: Schema,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
+    fine_bins: int | None = None,
+) -> tuple[Marginals, list[int]]:
+    """:func:`auto_feature_map` before the weighting (see :func:`_auto_blocks`)."""
+    levels = {
+        j: v.size
+        for j, v in schema.integer_levels.items()
+        if v.size <= AUTO_FINE_BINS and getattr(schema[schema.columns[j]], "scale", None) == "linear"
+    }
+    return _auto_blocks(
+        schema.bounds,
+        categorical=schema.categorical,
+        levels=levels,
+        fine_bins=fine_bins,
+        rows=schema.rows,
+        epsilon=epsilon,
+        delta=delta,
+        rho=rho,
+        count_fraction=count_fraction,
+        one_way_weight=one_way_weight,
+        bound_cells=None,
+    )
+
+
+# -- a spanning tree of 2-way marginals, chosen privately (MST-style) ----------------------
+
+
+def _as_rho(budget: Budget, d_in: int) -> float:
+    """The ρ whose zCDP → (ε, δ) conversion (OpenDP's, as :meth:`Budget.finish`) meets an
+    (ε, δ) budget; ``budget.d_out`` itself for ρ."""
+    if budget.kind == "rho":
+        return float(budget.d_out)
+    eps, delta = budget.d_out
+
+    def converted(rho: float) -> dp.Measurement:
+        const = dp.m.make_user_measurement(
+            dp.atom_domain(T=bool),
+            dp.symmetric_distance(),
+            dp.zero_concentrated_divergence(),
+            lambda x: x,
+            lambda d: rho,
+        )
+        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(const), delta)
+
+    def meets(rho: float) -> bool:
+        try:
+            return bool(converted(rho).map(d_in)[0] <= eps)
+        except dp.OpenDPException:  # the conversion overflows far above any usable ρ
+            return False
+
+    return float(dp.binary_search(meets, bounds=(1e-12, 1e12), T=float))
+
+
+def make_spanning_sketch(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    budget: Budget,
+    d_in: int,
+    marginals: Marginals,
+    measured: Sequence[int],
+    selection_fraction: float = DEFAULT_SELECTION_FRACTION,
+    one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> tuple[dp.Measurement, FeatureMap, int]:
+    r"""A release that first chooses, privately, the 2-way marginals joining the columns, then
+    measures them with ``measured`` (MST's selection, in one OpenDP measurement).
+
+    ``marginals`` holds every candidate block; ``measured`` indexes the ones measured in any case
+    (every 1-way block, the 2-way blocks a public rule kept). When those pairs leave the columns
+    in ``c`` connected components, ``c − 1`` rounds each pick the pair of highest
+    :mod:`independence score <opendp_sketch.selection>` among the candidates joining two
+    components (Kruskal on noisy scores: OpenDP's ``make_noisy_max``, ``4·d_in``-stable scores).
+    The pairs picked then join ``measured`` in the sketch's map (1-way blocks at
+    ``one_way_weight``), released by :func:`make_private_sketch`. OpenDP's
+    ``make_adaptive_composition`` composes the ``c − 1`` choices (``selection_fraction`` of the
+    budget, split evenly) and the release (the rest), with every loss fixed before the data is
+    read; each query is a measurement on the same input, chosen from earlier answers only.
+
+    Every choice gives a map of the same sensitivity (each block, whatever its shape, takes one
+    cell per row), so the release's noise scale is fixed up front and each query meets its
+    share. Nothing raises on the data: a round always has a candidate (two components are joined
+    by a pair no rule kept), and the scores read exact counts. ``c = 1`` (a connected rule, or
+    one column) needs no choice: the plain release of ``measured`` at the whole budget.
+
+    :return: the measurement (data → :class:`~opendp_sketch.Sketch`), a map of the shape the
+        release will have (its first ``c − 1`` candidates: the same sensitivity and noise), and
+        the number of rounds ``c − 1``
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.release import Budget, make_spanning_sketch
+    >>> from opendp_sketch.features.marginals import Marginals
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> fm = Marginals.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=4)
+    >>> m, shape, rounds = make_spanning_sketch(dps.box_domain(([0.0] * 3, [1.0] * 3)), dp.symmetric_distance(),
+    ...     Budget.of(epsilon=1.0), 1, fm, measured=[0, 1, 2])
+    >>> rounds, m.map(1) <= 1.0
+    (2, True)
+    >>> x = np.random.default_rng(0).random((2000, 1))
+    >>> X = np.hstack([x, 1 - x, np.random.default_rng(1).random((2000, 1))])
+    >>> tree = m(X).privacy["pair_selection"]["pairs"]   # 2 pairs join 3 columns: (0, 1) is almost sure
+    >>> len(tree), [0, 1] in tree
+    (2, True)
+    """
+    selection_fraction = check_fraction(selection_fraction, "selection_fraction")
+    blocks = marginals.blocks
+    measured = sorted({int(i) for i in measured})
+    pairs_of = [b.subset for b in blocks]
+    forest = Forest(marginals.input_dim, [pairs_of[i] for i in measured if len(pairs_of[i]) == 2])
+    rounds = forest.components - 1
+    candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in set(measured)]
+
+    def final_map(chosen: Sequence[int]) -> FeatureMap:
+        return _weighted(marginals.take(sorted(measured + [candidates[c] for c in chosen])), one_way_weight)
+
+    def sketch_of(fm: FeatureMap, measure: dp.Measure) -> Callable[[float], dp.Measurement]:
+        return lambda scale: make_private_sketch(
+            input_domain, input_metric, measure, fm, scale, count_fraction, chunk_rows, n_jobs
+        )
+
+    if rounds == 0 or not candidates:
+        fm = final_map([])
+        return (
+            search_measurement(sketch_of(fm, budget.measure), budget, d_in, fm.sensitivity(budget.p)),
+            fm,
+            0,
+        )
+    # the loss in the measure the noise is calibrated in: ε, or ρ (an (ε, δ) budget converts at the end)
+    total = float(budget.d_out) if budget.kind == "epsilon" else _as_rho(budget, d_in)
+    measure = budget.measure
+    template = final_map(range(rounds))
+    other = final_map(range(len(candidates) - rounds, len(candidates)))
+    if (template.sensitivity(1), template.sensitivity(2), template.unit) != (
+        other.sensitivity(1),
+        other.sensitivity(2),
+        other.unit,
+    ):  # not expected: every marginal block takes one cell per row
+        raise ValueError("the candidate 2-way marginals give maps of different sensitivities")
+    candidate_map = marginals.take(candidates)
+    counts = _pair_source(input_domain, input_metric, candidate_map, chunk_rows, n_jobs)
+    cand_blocks = candidate_map.blocks
+    cand_pairs = [b.subset for b in cand_blocks]
+
+    def choose(subset: Sequence[int], memo: dict[str, Any], noise: float) -> dp.Measurement:
+        return (
+            make_independence_scores(input_domain, input_metric, counts, cand_blocks, subset, memo)
+            >> dp.m.then_noisy_max(measure, noise)
+            >> dp.new_function(int, TO="ExtrinsicObject")
+        )
+
+    per_round = total * selection_fraction / rounds
+    noise = dp.binary_search_param(
+        lambda v: choose(range(len(candidates)), {}, v), d_in=d_in, d_out=per_round, T=float
+    )
+    round_loss = choose(range(len(candidates)), {}, noise).map(d_in)
+    # the release gets what the rounds left, less a hair: OpenDP's sum of the losses rounds up
+    rest = (total - rounds * round_loss) * (1 - 1e-9)
+    base = Budget.of(epsilon=rest) if budget.kind == "epsilon" else Budget.of(rho=rest)
+    # the final release at the smallest scale certified for its share; every choice has this map
+    scale = search_scale(sketch_of(template, measure), base, d_in, template.sensitivity(base.p))
+    d_mids = [round_loss] * rounds + [sketch_of(template, measure)(scale).map(d_in)]
+    adaptive = dp.c.make_adaptive_composition(input_domain, input_metric, measure, d_in=d_in, d_mids=d_mids)
+
+    def drive(queryable: Any) -> Sketch:
+        memo: dict[str, Any] = {}  # the candidate counts of this release's one dataset
+        joined = Forest(marginals.input_dim, [pairs_of[i] for i in measured if len(pairs_of[i]) == 2])
+        chosen: list[int] = []
+        for _ in range(rounds):
+            open_ = joined.crossing(cand_pairs)  # never empty: see the docstring
+            c = open_[queryable(choose(open_, memo, noise))]
+            chosen.append(c)
+            joined.join(cand_pairs[c])
+        memo.clear()
+        fm = final_map(chosen)
+        sk = queryable(
+            make_private_sketch(
+                input_domain, input_metric, measure, fm, scale, count_fraction, chunk_rows, n_jobs
+            )
+        )
+        sk.privacy["pair_selection"] = {
+            "fraction": selection_fraction,
+            "pairs": [list(cand_pairs[c]) for c in chosen],
+        }
+        return sk
+
+    return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject")), template, rounds
 
 
 def _release_table(
@@ -1112,12 +1357,26 @@ def _release_table(
     chunk_rows: int,
     n_jobs: int | None,
     progress: Callable[[int, int], None] | None,
+    pair_selection: float | None = None,
 ) -> Sketch:
     """A table under a public schema: checked by the schema (one pass), then released once."""
     import polars as pl
 
     from .tables import as_frame, table_domain
 
+    if pair_selection is not None:
+        if feature_map is not None:
+            raise ValueError(
+                "pair_selection chooses 2-way marginals of the automatic map: drop feature_map= or pair_selection="
+            )
+        pair_selection = check_fraction(pair_selection, "pair_selection")
+        full, keep = _schema_blocks(
+            schema,
+            **budget.kwargs(),
+            count_fraction=count_fraction,
+            one_way_weight=AUTO_ONE_WAY_WEIGHT,
+            fine_bins=None,
+        )
     fm = (
         auto_feature_map(schema, **budget.kwargs(), count_fraction=count_fraction)
         if feature_map is None
@@ -1137,6 +1396,22 @@ def _release_table(
     if rows == 0:
         raise ValueError("data is empty (0 rows)")
     domain = table_domain(schema)
+    if pair_selection is not None:
+        meas, fm, rounds = make_spanning_sketch(
+            domain,
+            dp.symmetric_distance(),
+            budget,
+            contributions,
+            full,
+            keep,
+            pair_selection,
+            one_way_weight=AUTO_ONE_WAY_WEIGHT,
+            count_fraction=count_fraction,
+            chunk_rows=chunk_rows,
+            n_jobs=n_jobs,
+        )
+        # with a choice to make, the data is read twice: the candidates' counts, then the release
+        return _release_measured(meas, frame, fm, budget, contributions, rows, progress, 2 if rounds else 1)
 
     def build(scale: float) -> dp.Measurement:
         return make_private_sketch(
@@ -1158,6 +1433,21 @@ def _release_streamed(
     """Search the scale, warn if the noise would swamp ``rows`` rows, then release the streamed
     ``frame`` once, reporting ``progress(rows_done, rows)`` after each batch."""
     meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    return _release_measured(meas, frame, feature_map, budget, contributions, rows, progress)
+
+
+def _release_measured(
+    meas: dp.Measurement,
+    frame: Any,
+    feature_map: FeatureMap,
+    budget: Budget,
+    contributions: int,
+    rows: int,
+    progress: Callable[[int, int], None] | None,
+    passes: int = 1,
+) -> Sketch:
+    """Warn if the noise would swamp ``rows`` rows, then run ``meas`` on the streamed ``frame``
+    once, reporting ``progress(rows_done, passes · rows)`` after each batch of its ``passes``."""
     warn_if_noise_swamps(budget, contributions, feature_map, rows)
     if progress is None:
         return release_once(meas, frame, budget, contributions)
@@ -1166,7 +1456,7 @@ def _release_streamed(
     def advance(batch: int) -> None:
         nonlocal done
         done += batch
-        progress(done, rows)
+        progress(done, passes * rows)
 
     with report_progress(advance):
         return release_once(meas, frame, budget, contributions)

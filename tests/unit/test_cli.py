@@ -584,3 +584,19 @@ def test_help_and_the_command_line_page_agree(capsys):
         for flag in set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", _help([command], capsys))) - {"--help"}:
             shown = flag.replace("--no-", "--")
             assert flag in line.group(0) or shown in line.group(0), (command, flag)
+
+
+def test_release_with_pair_selection(table, capsys):
+    """--pair-selection: the tree joining the columns is chosen and recorded; with another map it
+    is refused in the CLI's words, before anything is released."""
+    args = ["release", str(table / "rows.csv"), "--schema", str(table / "schema.json"), "--epsilon", "1"]
+    out = table / "tree.sketch"
+    assert main([*args, "--out", str(out), "--expected-rows", "5000", "--pair-selection", "0.1"]) == 0
+    privacy = json.loads(capsys.readouterr().out.strip())["privacy"]
+    assert privacy["epsilon"] <= 1.0 and privacy["pair_selection"]["pairs"] == [[0, 1]]
+    never = table / "never.sketch"
+    assert main([*args, "--out", str(never), "--map", "histogram", "--pair-selection", "0.1"]) == 2
+    assert "use --map auto or drop --pair-selection" in capsys.readouterr().err
+    assert main([*args, "--out", str(never), "--pair-selection", "1.5"]) == 2
+    assert "--pair-selection (1.5) must be strictly between 0 and 1" in capsys.readouterr().err
+    assert not never.exists()

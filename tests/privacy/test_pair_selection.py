@@ -1,0 +1,211 @@
+"""Private choice of 2-way marginals (``release_sketch(..., pair_selection=)``).
+
+The independence score moves by at most 4 when a row is added or removed — for the integers the
+code computes, at any size, and the bound is reached; the scores inside the measurement take
+every adversarial row; the spanning release spends exactly its budget in every measure, releases
+on both neighbours, measures a spanning tree, and its choice follows the data.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import opendp.prelude as dp
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import opendp_sketch as dps
+from opendp_sketch.selection import SCORE_SENSITIVITY, Forest, independence_score, make_independence_scores
+
+dp.enable_features("contrib", "honest-but-curious")
+
+SCHEMA = dps.Schema(
+    {"x": (0.0, 1.0), "y": (0.0, 1.0), "z": (0.0, 1.0), "c": dps.Categorical(["a", "b"], null="category")},
+    rows=2000,
+)
+ROWS = {
+    "null x": (None, 0.5, 0.5, "a"),
+    "nan y": (0.5, math.nan, 0.5, "a"),
+    "+inf z": (0.5, 0.5, math.inf, "b"),
+    "-1e308 x": (-1e308, 0.5, 0.5, "a"),
+    "1e308 y": (0.5, 1e308, 0.5, "b"),
+    "bound": (1.0, 0.0, 1.0, "b"),
+    "null c": (0.5, 0.5, 0.5, None),
+    "unknown c": (0.5, 0.5, 0.5, "zzz"),
+}
+#: refused on the curator's side (no impute value, or infinite): before anything is built
+REFUSED = ("null x", "nan y", "+inf z")
+
+
+def _frame(extra=None, n: int = 2000, seed: int = 0) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, n)
+    df = pl.DataFrame(
+        {
+            "x": x,
+            "y": np.clip(x + rng.normal(0, 0.02, n), 0, 1),
+            "z": rng.uniform(0, 1, n),
+            "c": rng.choice(["a", "b"], n),
+        }
+    )
+    if extra is not None:
+        df = pl.concat([df, pl.DataFrame([extra], schema=df.schema, orient="row")])
+    return df
+
+
+def _neighbours(N: np.ndarray) -> int:
+    """The largest score change over every one-row addition (and so every removal) to ``N``."""
+    base = independence_score(N)
+    worst = 0
+    for cell in np.ndindex(*N.shape):
+        M = N.copy()
+        M[cell] += 1
+        worst = max(worst, abs(independence_score(M) - base))
+    return worst
+
+
+tables = st.tuples(st.integers(1, 5), st.integers(1, 5)).flatmap(
+    lambda shape: st.lists(
+        st.one_of(st.integers(0, 3), st.integers(0, 400)),
+        min_size=shape[0] * shape[1],
+        max_size=shape[0] * shape[1],
+    ).map(lambda v: np.array(v, dtype=np.int64).reshape(shape))
+)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(tables)
+def test_score_moves_at_most_four_per_row(N):
+    assert _neighbours(N) <= SCORE_SENSITIVITY
+
+
+def test_score_bound_is_reached_and_empty_tables_score_zero():
+    """Not vacuous: a heavy cell and a row elsewhere move the score by exactly 4."""
+    N = np.array([[178, 1, 0, 1], [1, 1, 0, 0], [1, 1, 0, 1], [0, 1, 0, 0]])
+    M = N.copy()
+    M[1, 1] += 1
+    assert abs(independence_score(M) - independence_score(N)) == 4
+    assert independence_score(np.zeros((3, 2), dtype=np.int64)) == 0
+    assert independence_score([[1]]) == 0
+
+
+@pytest.mark.parametrize("scale", [1 << 31, 1 << 36, 1 << 44])
+def test_score_is_exact_beyond_int64_products(scale):
+    """Above 2^31 rows the score is computed in Python integers: the same bound, no overflow,
+    and equal to the int64 result of the same table scaled down where both apply."""
+    rng = np.random.default_rng(1)
+    N = rng.integers(0, 4, size=(4, 3)) * scale + rng.integers(0, 5, size=(4, 3))
+    assert _neighbours(N) <= SCORE_SENSITIVITY
+    n = int(N.sum())
+    exact = sum(
+        abs(n * int(N[a, b]) - int(N[a].sum()) * int(N[:, b].sum())) for a in range(4) for b in range(3)
+    )
+    assert independence_score(N) == exact // n
+
+
+@pytest.mark.parametrize("kind", list(ROWS))
+def test_scores_inside_the_measurement_take_any_row(kind):
+    """The scores run on the schema's encoded rows: a null, NaN, ±inf, ±1e308 or unknown label
+    maps to a public value, so they never raise or warn, and move by at most 4 per row."""
+    from opendp_sketch.release import _schema_blocks
+    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+
+    full, keep = _schema_blocks(SCHEMA, epsilon=1.0)
+    pairs = [i for i, b in enumerate(full.blocks) if len(b.subset) == 2 and i not in keep]
+    cand = full.take(pairs)
+    dom = table_domain(SCHEMA)
+    counts = make_table_sum_and_count(dom, dp.symmetric_distance(), cand)
+    t = make_independence_scores(dom, dp.symmetric_distance(), counts, cand.blocks, range(len(pairs)), {})
+    assert t.map(1) == 4.0 and t.map(3) == 12.0
+    a, b = _frame(), _frame(extra=ROWS[kind])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sa, sb = np.array(t(a)), np.array(t(b))
+    assert len(sa) == len(pairs) and np.max(np.abs(sa - sb)) <= SCORE_SENSITIVITY
+
+
+@pytest.mark.parametrize(
+    "budget, key, limit",
+    [
+        ({"epsilon": 1.0}, "epsilon", 1.0),
+        ({"rho": 0.02}, "rho", 0.02),
+        ({"epsilon": 1.0, "delta": 1e-6}, "epsilon", 1.0),
+    ],
+)
+def test_spanning_release_spends_exactly_its_budget_on_a_tree(budget, key, limit):
+    sk = dps.release_sketch(_frame(), schema=SCHEMA, pair_selection=0.1, **budget)
+    assert limit * (1 - 1e-6) <= sk.privacy[key] <= limit
+    if "delta" in budget:
+        assert sk.privacy["delta"] <= 1e-6
+    chosen = sk.privacy["pair_selection"]["pairs"]
+    two_way = [b.subset for m in sk.feature_map.maps for b in m.blocks if len(b.subset) == 2]
+    assert sorted(tuple(p) for p in chosen) == sorted(two_way)  # the rule kept none at this size
+    forest = Forest(4, two_way)
+    assert len(two_way) == 3 and forest.components == 1
+    est = dps.M2M(sk, seed=0)
+    assert abs(est.mean()[0] - 0.5) < 0.1
+
+
+@pytest.mark.parametrize("kind", list(ROWS))
+def test_spanning_release_same_kind_of_outcome(kind):
+    assert isinstance(
+        dps.release_sketch(_frame(), schema=SCHEMA, epsilon=1.0, pair_selection=0.1), dps.Sketch
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = dps.release_sketch(_frame(extra=ROWS[kind]), schema=SCHEMA, epsilon=1.0, pair_selection=0.1)
+    except ValueError as e:
+        assert not isinstance(e, dp.OpenDPException)
+        assert kind in REFUSED, (kind, e)
+        return
+    assert isinstance(out, dps.Sketch) and kind not in REFUSED
+
+
+def test_the_choice_follows_the_data():
+    """x and y move together, z is noise: the tree holds (x, y). At ε = 5 the rule keeps no pair
+    of 2 000 rows; each round's noise has scale ≈ 6 against a score gap of thousands of rows, so
+    failing has probability far below 1e-4."""
+    schema = dps.Schema({c: (0.0, 1.0) for c in "xyz"}, rows=2000)
+    sk = dps.release_sketch(_frame().select("x", "y", "z"), schema=schema, epsilon=5.0, pair_selection=0.5)
+    assert [0, 1] in sk.privacy["pair_selection"]["pairs"]
+
+
+def test_a_connected_rule_needs_no_choice():
+    """With every pair kept by the rule (no row estimate) nothing is spent on a choice."""
+    schema = dps.Schema({"x": (0.0, 1.0), "y": (0.0, 1.0)})
+    sk = dps.release_sketch(_frame().select("x", "y"), schema=schema, epsilon=1.0, pair_selection=0.1)
+    assert "pair_selection" not in sk.privacy and sk.privacy["epsilon"] <= 1.0
+
+
+def test_progress_counts_both_passes():
+    calls = []
+    dps.release_sketch(
+        _frame().lazy(),
+        schema=SCHEMA,
+        epsilon=1.0,
+        pair_selection=0.1,
+        progress=lambda d, t: calls.append((d, t)),
+    )
+    assert calls and calls[-1] == (2 * 2000, 2 * 2000)
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.1, "0.1", True, math.nan])
+def test_bad_shares_are_refused_before_anything_is_read(bad):
+    with pytest.raises(ValueError, match="pair_selection"):
+        dps.release_sketch(_frame(), schema=SCHEMA, epsilon=1.0, pair_selection=bad)
+
+
+def test_pair_selection_needs_the_automatic_map_and_a_schema():
+    fm = dps.auto_feature_map(SCHEMA, epsilon=1.0)
+    with pytest.raises(ValueError, match="drop feature_map= or pair_selection="):
+        dps.release_sketch(_frame(), fm, schema=SCHEMA, epsilon=1.0, pair_selection=0.1)
+    X = np.random.default_rng(0).random((50, 2))
+    with pytest.raises(ValueError, match="needs a schema"):
+        dps.release_sketch(
+            X, dps.Histogram(bounds=(0, 1), bins=4, dim=2), bounds=(0, 1), epsilon=1.0, pair_selection=0.1
+        )
