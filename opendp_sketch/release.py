@@ -11,7 +11,11 @@ Every path — numpy and Polars in memory, streamed LazyFrames and files, Dask, 
 2. :func:`make_noisy_sketch` adds OpenDP's discrete Laplace or discrete Gaussian noise to both
    halves (``make_composition``) and packs a :class:`~opendp_sketch.Sketch`;
 3. a :class:`Budget` (ε, (ε, δ) or ρ) and :func:`search_measurement` find the smallest scale
-   OpenDP certifies for it.
+   OpenDP certifies for it;
+4. optionally (:func:`make_spanning_sketch`, ``release_sketch(pair_selection=)``), OpenDP's
+   ``make_noisy_max`` first chooses the 2-way marginals joining the columns from exact
+   independence scores (:mod:`opendp_sketch.selection`), composed with the release by
+   ``make_adaptive_composition``.
 
 No noise is drawn anywhere else in this package. Backends never import this module, and
 post-processing (``estimators/``) never does either.
@@ -48,6 +52,8 @@ __all__ = [
     "then_private_sketch",
     "make_noisy_sketch",
     "search_measurement",
+    "search_scale",
+    "make_spanning_sketch",
     "make_private_dask_sketch",
     "then_private_dask_sketch",
     "make_private_spark_sketch",
@@ -746,6 +752,7 @@ def release_sketch(
     projection: Any = None,
     progress: Callable[[int, int], None] | None = None,
     pair_selection: float | None = None,
+    fine_bins: int | None = None,
 ) -> Sketch:
     r"""Release a sketch of ``data`` in one call, spending exactly the given budget.
 
@@ -792,6 +799,9 @@ def release_sketch(
         the automatic rule leaves apart (:func:`make_spanning_sketch`: MST's selection); the
         pairs chosen are in ``sketch.privacy["pair_selection"]``. ``None`` (default): the
         public rule alone
+    :param fine_bins: with a ``schema`` and the automatic map, the bins of every numeric 1-way
+        marginal (:func:`auto_feature_map`; e.g. 16 when questions are asked on a known grid of
+        16 equal cells). ``None`` (default): the rule's 32 or 64
     :return: the released :class:`~opendp_sketch.Sketch`
     :raises ValueError: on bad parameters or data (nothing is released)
     :example:
@@ -826,9 +836,13 @@ def release_sketch(
             n_jobs,
             progress,
             pair_selection,
+            fine_bins,
         )
-    if pair_selection is not None:
-        raise ValueError("pair_selection needs a schema (schema=dps.Schema({...})) and the automatic map")
+    if pair_selection is not None or fine_bins is not None:
+        raise ValueError(
+            "pair_selection and fine_bins shape the automatic map of a schema: give schema=dps.Schema({...}) "
+            "and no feature_map"
+        )
     if feature_map is None or bounds is None:
         raise ValueError("give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds")
     count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
@@ -1298,6 +1312,8 @@ def make_spanning_sketch(
     ):  # not expected: every marginal block takes one cell per row
         raise ValueError("the candidate 2-way marginals give maps of different sensitivities")
     candidate_map = marginals.take(candidates)
+    if candidate_map.unit != 1.0:  # the scores read the exact sums as cell counts
+        raise ValueError("the candidate 2-way marginals must sum one integer per row and cell")
     counts = _pair_source(input_domain, input_metric, candidate_map, chunk_rows, n_jobs)
     cand_blocks = candidate_map.blocks
     cand_pairs = [b.subset for b in cand_blocks]
@@ -1322,6 +1338,8 @@ def make_spanning_sketch(
     d_mids = [round_loss] * rounds + [sketch_of(template, measure)(scale).map(d_in)]
     adaptive = dp.c.make_adaptive_composition(input_domain, input_metric, measure, d_in=d_in, d_mids=d_mids)
 
+    names = getattr(getattr(input_domain, "descriptor", None), "column_names", None)
+
     def drive(queryable: Any) -> Sketch:
         memo: dict[str, Any] = {}  # the candidate counts of this release's one dataset
         joined = Forest(marginals.input_dim, [pairs_of[i] for i in measured if len(pairs_of[i]) == 2])
@@ -1338,10 +1356,13 @@ def make_spanning_sketch(
                 input_domain, input_metric, measure, fm, scale, count_fraction, chunk_rows, n_jobs
             )
         )
-        sk.privacy["pair_selection"] = {
+        record: dict[str, Any] = {
             "fraction": selection_fraction,
             "pairs": [list(cand_pairs[c]) for c in chosen],
         }
+        if names is not None:
+            record["columns"] = [[names[j] for j in cand_pairs[c]] for c in chosen]
+        sk.privacy["pair_selection"] = record
         return sk
 
     return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject")), template, rounds
@@ -1358,12 +1379,15 @@ def _release_table(
     n_jobs: int | None,
     progress: Callable[[int, int], None] | None,
     pair_selection: float | None = None,
+    fine_bins: int | None = None,
 ) -> Sketch:
     """A table under a public schema: checked by the schema (one pass), then released once."""
     import polars as pl
 
     from .tables import as_frame, table_domain
 
+    if fine_bins is not None and feature_map is not None:
+        raise ValueError("fine_bins shapes the automatic map: drop feature_map= or fine_bins=")
     if pair_selection is not None:
         if feature_map is not None:
             raise ValueError(
@@ -1375,10 +1399,10 @@ def _release_table(
             **budget.kwargs(),
             count_fraction=count_fraction,
             one_way_weight=AUTO_ONE_WAY_WEIGHT,
-            fine_bins=None,
+            fine_bins=fine_bins,
         )
     fm = (
-        auto_feature_map(schema, **budget.kwargs(), count_fraction=count_fraction)
+        auto_feature_map(schema, **budget.kwargs(), count_fraction=count_fraction, fine_bins=fine_bins)
         if feature_map is None
         else feature_map
     )

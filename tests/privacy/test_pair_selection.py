@@ -205,7 +205,17 @@ def test_pair_selection_needs_the_automatic_map_and_a_schema():
     with pytest.raises(ValueError, match="drop feature_map= or pair_selection="):
         dps.release_sketch(_frame(), fm, schema=SCHEMA, epsilon=1.0, pair_selection=0.1)
     X = np.random.default_rng(0).random((50, 2))
-    with pytest.raises(ValueError, match="needs a schema"):
+    with pytest.raises(ValueError, match="give schema="):
         dps.release_sketch(
             X, dps.Histogram(bounds=(0, 1), bins=4, dim=2), bounds=(0, 1), epsilon=1.0, pair_selection=0.1
         )
+
+
+def test_fine_bins_with_a_tree():
+    """``fine_bins=16`` (questions on a known 16-cell grid) with a chosen tree: 16-bin 1-way
+    blocks, the tree's 16 × 16 pairs."""
+    sk = dps.release_sketch(_frame(), schema=SCHEMA, epsilon=1.0, pair_selection=0.1, fine_bins=16)
+    one, two = ([b.shape for b in m.blocks] for m in sk.feature_map.maps)
+    assert one == [(16,), (16,), (16,), (3,)] and len(two) == 3  # c: a, b and the null category
+    with pytest.raises(ValueError, match="drop feature_map= or fine_bins="):
+        dps.release_sketch(_frame(), dps.auto_feature_map(SCHEMA), schema=SCHEMA, epsilon=1.0, fine_bins=16)
