@@ -93,6 +93,11 @@ AUTO_BOUND_CELL = 1e-6
 DEFAULT_COUNT_FRACTION = 0.02
 #: share of the budget spent choosing the 2-way marginals of a spanning tree (make_spanning_sketch)
 DEFAULT_SELECTION_FRACTION = 0.1
+#: ``release_sketch(pair_selection=)`` warns when an average cell of the candidate pairs holds fewer
+#: noise std's of (estimated) rows than this: on three real tables the tree lowered multi-column
+#: counts from a ratio of 1.6 up and raised every error at 0.87 and below
+#: (benchmarks/results/real_tables_selection*.md)
+AUTO_TREE_SNR = 1.2
 
 BudgetKind = Literal["epsilon", "epsilon_delta", "rho"]
 
@@ -1434,6 +1439,8 @@ def _release_table(
             chunk_rows=chunk_rows,
             n_jobs=n_jobs,
         )
+        if rounds and schema.rows is not None:
+            _warn_if_tree_is_noise(budget, fm, full, keep, schema.rows, count_fraction, pair_selection)
         # with a choice to make, the data is read twice: the candidates' counts, then the release
         return _release_measured(meas, frame, fm, budget, contributions, rows, progress, 2 if rounds else 1)
 
@@ -1443,6 +1450,33 @@ def _release_table(
         )
 
     return _release_streamed(build, frame, fm, budget, contributions, rows, progress)
+
+
+def _warn_if_tree_is_noise(
+    budget: Budget,
+    fm: FeatureMap,
+    full: Marginals,
+    keep: Sequence[int],
+    rows: int,
+    count_fraction: float,
+    selection_fraction: float,
+) -> None:
+    """Curator side, public inputs only (the budget, the map, the schema's row estimate): warn
+    when the pairs a tree would add are mostly noise at this budget."""
+    cells = [math.prod(b.shape) for i, b in enumerate(full.blocks) if len(b.subset) == 2 and i not in keep]
+    share = (1 - count_fraction) * (1 - selection_fraction)
+    std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
+    ratio = rows * len(cells) / sum(cells) / std
+    if ratio < AUTO_TREE_SNR:
+        import warnings
+
+        warnings.warn(
+            f"pair_selection: at this budget an average cell of the candidate 2-way marginals holds {ratio:.2g} "
+            f"noise std's of the schema's {rows} rows (below {AUTO_TREE_SNR}): the tree would likely cost more "
+            "accuracy than it adds (benchmarks/results/real_tables_selection*.md). Consider pair_selection=None "
+            "or a larger budget",
+            stacklevel=4,
+        )
 
 
 def _release_streamed(
