@@ -1030,7 +1030,12 @@ def auto_marginals(
         one_way_weight=one_way_weight,
         bound_cells=bound_cells,
     )
-    return _weighted(full if len(keep) == len(full.blocks) else full.take(keep), one_way_weight)
+    return _kept(full, keep, one_way_weight)
+
+
+def _kept(full: Marginals, keep: Sequence[int], weight: float) -> FeatureMap:
+    """The blocks ``keep`` of ``full``, weighted by :func:`_weighted`."""
+    return _weighted(full if len(keep) == len(full.blocks) else full.take(keep), weight)
 
 
 def _weighted(fm: Marginals, weight: float) -> FeatureMap:
@@ -1102,7 +1107,7 @@ def _auto_blocks(
 
     fm, keep = by_rule(chosen_bins)
     if fine_bins is None:
-        chosen = _weighted(fm if len(keep) == len(fm.blocks) else fm.take(keep), one_way_weight)
+        chosen = _kept(fm, keep, one_way_weight)
         # the 1-way cells' noise in rows: the map's coordinate noise over the 1-way blocks' weight
         weight = float(one_way_weight) if isinstance(chosen, Composite) else 1.0
         one_way_std = budget.coordinate_std(chosen.sensitivity(1), chosen.sensitivity(2), share) / weight
@@ -1166,7 +1171,7 @@ def auto_feature_map(
         one_way_weight=one_way_weight,
         fine_bins=fine_bins,
     )
-    return _weighted(full if len(keep) == len(full.blocks) else full.take(keep), one_way_weight)
+    return _kept(full, keep, one_way_weight)
 
 
 def _schema_blocks(
@@ -1246,25 +1251,27 @@ def make_spanning_sketch(
     measures them with ``measured`` (MST's selection, in one OpenDP measurement).
 
     ``marginals`` holds every candidate block; ``measured`` indexes the ones measured in any case
-    (every 1-way block, the 2-way blocks a public rule kept). When those pairs leave the columns
-    in ``c`` connected components, ``c − 1`` rounds each pick the pair of highest
-    :mod:`independence score <opendp_sketch.selection>` among the candidates joining two
-    components (Kruskal on noisy scores: OpenDP's ``make_noisy_max``, ``4·d_in``-stable scores).
-    The pairs picked then join ``measured`` in the sketch's map (1-way blocks at
-    ``one_way_weight``), released by :func:`make_private_sketch`. OpenDP's
-    ``make_adaptive_composition`` composes the ``c − 1`` choices (``selection_fraction`` of the
+    (every 1-way block, the 2- and 3-way blocks a public rule kept). When those leave the columns
+    in ``c`` connected components, each of ``k`` rounds picks the 2-way candidate of highest
+    :mod:`independence score <opendp_sketch.selection>` among those joining two components
+    (Kruskal on noisy scores: OpenDP's ``make_noisy_max``, ``4·d_in``-stable scores); ``k`` is
+    the number of components the candidates can join (``c − 1`` when every pair is a candidate,
+    as in the automatic map). The pairs picked then join ``measured`` in the sketch's map (1-way
+    blocks at ``one_way_weight``), released by :func:`make_private_sketch`. OpenDP's
+    ``make_adaptive_composition`` composes the ``k`` choices (``selection_fraction`` of the
     budget, split evenly) and the release (the rest), with every loss fixed before the data is
     read; each query is a measurement on the same input, chosen from earlier answers only.
 
     Every choice gives a map of the same sensitivity (each block, whatever its shape, takes one
     cell per row), so the release's noise scale is fixed up front and each query meets its
-    share. Nothing raises on the data: a round always has a candidate (two components are joined
-    by a pair no rule kept), and the scores read exact counts. ``c = 1`` (a connected rule, or
-    one column) needs no choice: the plain release of ``measured`` at the whole budget.
+    share. Nothing raises on the data: while fewer than ``k`` pairs are picked some candidate
+    joins two components, so every round has a choice, and the scores read exact counts.
+    ``k = 0`` (a connected rule, or no candidate joining anything) needs no choice: the plain
+    release of ``measured`` at the whole budget.
 
     :return: the measurement (data → :class:`~opendp_sketch.Sketch`), a map of the shape the
-        release will have (its first ``c − 1`` candidates: the same sensitivity and noise), and
-        the number of rounds ``c − 1``
+        release will have (its first ``k`` candidates: the same sensitivity and noise), and the
+        number of rounds ``k``
     :example:
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
@@ -1286,9 +1293,14 @@ def make_spanning_sketch(
     blocks = marginals.blocks
     measured = sorted({int(i) for i in measured})
     pairs_of = [b.subset for b in blocks]
-    forest = Forest(marginals.input_dim, [pairs_of[i] for i in measured if len(pairs_of[i]) == 2])
-    rounds = forest.components - 1
+    joins = [pairs_of[i] for i in measured if len(pairs_of[i]) > 1]
     candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in set(measured)]
+    # Kruskal picks as many pairs as the candidates can join components: while fewer are picked,
+    # some candidate joins two components, so no round is ever without a choice
+    rounds = (
+        Forest(marginals.input_dim, joins).components
+        - Forest(marginals.input_dim, joins + [pairs_of[i] for i in candidates]).components
+    )
 
     def final_map(chosen: Sequence[int]) -> FeatureMap:
         return _weighted(marginals.take(sorted(measured + [candidates[c] for c in chosen])), one_way_weight)
@@ -1298,7 +1310,7 @@ def make_spanning_sketch(
             input_domain, input_metric, measure, fm, scale, count_fraction, chunk_rows, n_jobs
         )
 
-    if rounds == 0 or not candidates:
+    if rounds == 0:
         fm = final_map([])
         return (
             search_measurement(sketch_of(fm, budget.measure), budget, d_in, fm.sensitivity(budget.p)),
@@ -1344,13 +1356,14 @@ def make_spanning_sketch(
     adaptive = dp.c.make_adaptive_composition(input_domain, input_metric, measure, d_in=d_in, d_mids=d_mids)
 
     names = getattr(getattr(input_domain, "descriptor", None), "column_names", None)
+    spent = adaptive.map(d_in)  # every query's loss, fixed up front
 
     def drive(queryable: Any) -> Sketch:
         memo: dict[str, Any] = {}  # the candidate counts of this release's one dataset
-        joined = Forest(marginals.input_dim, [pairs_of[i] for i in measured if len(pairs_of[i]) == 2])
+        joined = Forest(marginals.input_dim, joins)
         chosen: list[int] = []
         for _ in range(rounds):
-            open_ = joined.crossing(cand_pairs)  # never empty: see the docstring
+            open_ = joined.crossing(cand_pairs)  # never empty while fewer than k are picked
             c = open_[queryable(choose(open_, memo, noise))]
             chosen.append(c)
             joined.join(cand_pairs[c])
@@ -1368,6 +1381,7 @@ def make_spanning_sketch(
         if names is not None:
             record["columns"] = [[names[j] for j in cand_pairs[c]] for c in chosen]
         sk.privacy["pair_selection"] = record
+        sk.privacy["loss"] = spent  # the choice's and the release's (release_sketch renames it)
         return sk
 
     return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject")), template, rounds

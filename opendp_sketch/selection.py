@@ -132,6 +132,8 @@ class Forest:
     (3, [1, 2])
     >>> f.join((1, 2)); f.components
     2
+    >>> Forest(4, [(0, 1, 3)]).components   # a 3-way marginal joins its three columns
+    2
     """
 
     def __init__(self, dim: int, pairs: Sequence[tuple[int, ...]] = ()) -> None:
@@ -146,12 +148,13 @@ class Forest:
             j = self._parent[j]
         return j
 
-    def join(self, pair: tuple[int, ...]) -> None:
-        """Merge the components of the pair's two columns."""
-        a, b = self._root(pair[0]), self._root(pair[1])
-        if a != b:
-            self._parent[a] = b
-            self.components -= 1
+    def join(self, subset: tuple[int, ...]) -> None:
+        """Merge the components of the columns of ``subset`` (a pair, or a 3-way marginal's)."""
+        for j in subset[1:]:
+            a, b = self._root(subset[0]), self._root(j)
+            if a != b:
+                self._parent[a] = b
+                self.components -= 1
 
     def crossing(self, pairs: Sequence[tuple[int, ...]]) -> list[int]:
         """Indices of the ``pairs`` whose columns lie in two different components."""

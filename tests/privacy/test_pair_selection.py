@@ -187,7 +187,9 @@ def test_the_choice_follows_the_data():
     schema = dps.Schema({c: (0.0, 1.0) for c in "xyz"}, rows=2000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an average cell holds 2 noise std's here: no planning warning
-        sk = dps.release_sketch(_frame().select("x", "y", "z"), schema=schema, epsilon=5.0, pair_selection=0.5)
+        sk = dps.release_sketch(
+            _frame().select("x", "y", "z"), schema=schema, epsilon=5.0, pair_selection=0.5
+        )
     assert [0, 1] in sk.privacy["pair_selection"]["pairs"]
     assert sk.privacy["pair_selection"]["columns"][0] == ["x", "y"]
 
@@ -241,3 +243,26 @@ def test_fine_bins_with_a_tree():
     assert one == [(16,), (16,), (16,), (3,)] and len(two) == 3  # c: a, b and the null category
     with pytest.raises(ValueError, match="drop feature_map= or fine_bins="):
         dps.release_sketch(_frame(), dps.auto_feature_map(SCHEMA), schema=SCHEMA, epsilon=1.0, fine_bins=16)
+
+
+def test_candidates_that_cannot_join_everything_get_as_many_rounds_as_they_can():
+    """Four columns, a measured 3-way block (0, 1, 2) and one candidate pair (2, 3) besides
+    (0, 3): Kruskal picks exactly one, and never runs a round without a choice."""
+    from opendp_sketch.release import Budget, make_spanning_sketch
+
+    box = ([0.0] * 4, [1.0] * 4)
+    fm = dps.Marginals(box, [0, 1, 2, 3, (0, 1, 2), (2, 3), (0, 3)], bins=4)
+    m, shape, rounds = make_spanning_sketch(
+        dps.box_domain(box), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, fm, measured=[0, 1, 2, 3, 4]
+    )
+    assert rounds == 1 and m.map(1) <= 1.0
+    X = np.random.default_rng(0).random((500, 4))
+    for _ in range(5):
+        sk = m(X)
+        assert sk.privacy["pair_selection"]["pairs"] in ([[2, 3]], [[0, 3]])
+        assert 0.99 < sk.privacy["loss"] <= 1.0
+    only = dps.Marginals(box, [0, 1, 2, 3, (0, 1)], bins=4)  # every pair measured: the plain release
+    _, _, none = make_spanning_sketch(
+        dps.box_domain(box), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, only, measured=range(5)
+    )
+    assert none == 0
