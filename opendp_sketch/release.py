@@ -1290,8 +1290,15 @@ def make_spanning_sketch(
     (2, True)
     """
     selection_fraction = check_fraction(selection_fraction, "selection_fraction")
+    if not isinstance(marginals, Marginals):
+        raise ValueError(f"marginals ({marginals!r}) must be a Marginals map holding every candidate block")
     blocks = marginals.blocks
-    measured = sorted({int(i) for i in measured})
+    given = list(measured)
+    if not all(
+        isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < len(blocks) for i in given
+    ):
+        raise ValueError(f"measured ({given!r}) must be indices of the {len(blocks)} blocks of marginals")
+    measured = sorted({int(i) for i in given})
     pairs_of = [b.subset for b in blocks]
     joins = [pairs_of[i] for i in measured if len(pairs_of[i]) > 1]
     candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in set(measured)]

@@ -266,3 +266,24 @@ def test_candidates_that_cannot_join_everything_get_as_many_rounds_as_they_can()
         dps.box_domain(box), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, only, measured=range(5)
     )
     assert none == 0
+
+
+@pytest.mark.parametrize("measured", [[0, 9], [-1], [True], ["0"]])
+def test_make_spanning_sketch_refuses_bad_blocks(measured):
+    from opendp_sketch.release import Budget, make_spanning_sketch
+
+    box = ([0.0] * 3, [1.0] * 3)
+    fm = dps.Marginals.auto(box, fine_bins=4, coarse_bins=2)
+    with pytest.raises(ValueError, match="must be indices of the 6 blocks"):
+        make_spanning_sketch(
+            dps.box_domain(box), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, fm, measured
+        )
+    with pytest.raises(ValueError, match="must be a Marginals map"):
+        make_spanning_sketch(
+            dps.box_domain(box),
+            dp.symmetric_distance(),
+            Budget.of(epsilon=1.0),
+            1,
+            dps.RFF(dim=3, num_features=8, seed=0),
+            [0],
+        )
