@@ -24,8 +24,8 @@ differ by at most 4, so the integer scores move by at most ``SCORE_SENSITIVITY =
 and by ``4·k`` between datasets at symmetric distance ``k``: the score vector is ``4k``-stable
 in the L∞ distance. The arithmetic is exact — ``n·N_ab`` and ``r_a·c_b`` in int64 while
 ``n < 2^31`` (both below ``2^62``, their sum over a table below ``2^63``) and in Python integers
-above — and every score is an integer below ``2n ≤ 2^53`` as a float, so the bound holds for the
-code that runs. Scores read only the exact counts of the public candidate tables; they never
+above — and every score is an integer of at most ``2n``, exact as a float up to ``n = 2^52``
+rows, so the bound holds for the code that runs. Scores read only the exact counts of the public candidate tables; they never
 raise (a table of zeros scores 0).
 """
 
