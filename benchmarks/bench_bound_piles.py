@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_real_tables as real  # noqa: E402
@@ -32,27 +31,12 @@ VARIANTS = {
 }
 
 
-def decode(point_pile: bool) -> Any:
-    import opendp_sketch as dps
-    import opendp_sketch.estimators.synthetic as synthetic
-
-    def run(sk: Any, rep: int) -> Any:
-        before = synthetic._POINT_PILE  # noqa: SLF001 - the switch this benchmark measures
-        synthetic._POINT_PILE = point_pile  # noqa: SLF001
-        try:
-            return dps.M2M(sk, seed=rep)
-        finally:
-            synthetic._POINT_PILE = before  # noqa: SLF001
-
-    return run
-
-
 def main(argv: list[str] | None = None) -> None:
     _, out = points.variants_main(
         argv,
         __doc__,
         "bench_bound_piles",
-        {label: decode(on) for label, on in VARIANTS.items()},
+        {label: points.switched(_POINT_PILE=on) for label, on in VARIANTS.items()},
         title="Piles at a bound in continuous columns, on the same schema releases (issue 16)",
         what="each decoded with an end cell above its neighbours' trend placed by one exponential and "
         "by the trend continued plus a point mass on the bound (same seed)",

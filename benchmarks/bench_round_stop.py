@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_synthetic_points as points  # noqa: E402
@@ -29,27 +28,12 @@ VARIANTS = {
 }
 
 
-def decode(round_tol: float | None) -> Any:
-    import opendp_sketch as dps
-    import opendp_sketch.estimators.synthetic as synthetic
-
-    def run(sk: Any, rep: int) -> Any:
-        before = synthetic._ROUND_TOL  # noqa: SLF001 - the switch this benchmark measures
-        synthetic._ROUND_TOL = round_tol  # noqa: SLF001
-        try:
-            return dps.M2M(sk, seed=rep)
-        finally:
-            synthetic._ROUND_TOL = before  # noqa: SLF001
-
-    return run
-
-
 def main(argv: list[str] | None = None) -> None:
     _, out = points.variants_main(
         argv,
         __doc__,
         "bench_round_stop",
-        {label: decode(t) for label, t in VARIANTS.items()},
+        {label: points.switched(_ROUND_TOL=t) for label, t in VARIANTS.items()},
         title="When the decoder's rounds stop, on the same schema releases (issue 16)",
         what="each decoded with the rounds stopping below a 0.1 % and below a 1 % gain of the best misfit (same seed)",
         column="round stop",

@@ -131,6 +131,26 @@ def write(
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
+def switched(**settings: Any) -> Any:
+    """A ``decode(sketch, rep)``: ``dps.M2M(sketch, seed=rep)`` with the synthetic decoder's module
+    switches set to ``settings`` (e.g. ``_POINT_PILE=False``) while it runs, then restored."""
+
+    def run(sk: Any, rep: int) -> Any:
+        import opendp_sketch as dps
+        import opendp_sketch.estimators.synthetic as synthetic
+
+        before = {k: getattr(synthetic, k) for k in settings}  # the switches a benchmark measures
+        try:
+            for k, v in settings.items():
+                setattr(synthetic, k, v)
+            return dps.M2M(sk, seed=rep)
+        finally:
+            for k, v in before.items():
+                setattr(synthetic, k, v)
+
+    return run
+
+
 def variants_main(
     argv: list[str] | None,
     doc: str,
