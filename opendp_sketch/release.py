@@ -1420,6 +1420,7 @@ def _release_table(
                 "pair_selection chooses 2-way marginals of the automatic map: drop feature_map= or pair_selection="
             )
         pair_selection = check_fraction(pair_selection, "pair_selection")
+    if feature_map is None:  # auto_feature_map's blocks: the selection also reads the ones it left out
         full, keep = _schema_blocks(
             schema,
             **budget.kwargs(),
@@ -1427,11 +1428,9 @@ def _release_table(
             one_way_weight=AUTO_ONE_WAY_WEIGHT,
             fine_bins=fine_bins,
         )
-    fm = (
-        auto_feature_map(schema, **budget.kwargs(), count_fraction=count_fraction, fine_bins=fine_bins)
-        if feature_map is None
-        else feature_map
-    )
+        fm = _kept(full, keep, AUTO_ONE_WAY_WEIGHT)
+    else:
+        fm = feature_map
     count_fraction = check_release_arguments(fm, contributions, count_fraction)
     if fm.input_dim != len(schema):
         raise ValueError(f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}")

@@ -999,6 +999,7 @@ class SyntheticDecoder:
         # with a released 1-way marginal for every column, round 1 draws from those directly:
         # the fit of round 0 (on points spread over the box) only served to estimate them
         start = self._released_one_way(fm, X, target, rng) if self.rounds > 1 else None
+        round_tol = self.tol if _ROUND_TOL is None else max(self.tol, _ROUND_TOL)
         self._forest = _released_forest(fm, target) if start is not None and _FOREST_START else []
         self._forest_map = fm
         for r in range(0 if start is None else 1, self.rounds):
@@ -1012,7 +1013,6 @@ class SyntheticDecoder:
             self.n_iter_ += its
             w = _softmax(theta)
             self.history_.append(loss)
-            round_tol = self.tol if _ROUND_TOL is None else max(self.tol, _ROUND_TOL)
             improved = best is None or loss < best[0] * (1 - round_tol)
             if best is None or loss < best[0]:
                 best = (loss, X, w, design)
