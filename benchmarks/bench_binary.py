@@ -12,7 +12,8 @@ Systems, in the same run and at the same ε (pure DP):
 
 * **this project**: ``dps.release_sketch(train, schema=..., epsilon=ε)`` with the automatic map
   (the schema carries a public row estimate: the training size to two significant digits), then
-  ``dps.LogisticRegression(target=...).fit(sketch)`` — defaults only;
+  ``dps.LogisticRegression(target=...).fit(sketch)`` — defaults only; and the same with every
+  2-way marginal measured (``pairs="all"``: the option for learning tasks);
 * **OpenDP ``dp.mbi`` MST and AIM** on the same public discretisation (16 equal bins of each
   numeric range, one cell per code), then scikit-learn ``LogisticRegression`` on their synthetic
   rows (the usual "synthesize, then fit" path);
@@ -142,12 +143,14 @@ def auc(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
     return float(roc_auc_score(y, p)), float(np.mean((p >= 0.5) == (y == 1)))
 
 
-def run_ours(name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float) -> tuple[float, float]:
+def run_ours(
+    name: str, train: pl.DataFrame, test: pl.DataFrame, eps: float, pairs: str = "rule"
+) -> tuple[float, float]:
     import opendp_sketch as dps
 
     rows = int(float(f"{train.height:.2g}"))
     schema = dps.Schema.from_dict({"columns": TABLES[name]["columns"], "rows": rows})
-    sk = dps.release_sketch(train, schema=schema, epsilon=eps)
+    sk = dps.release_sketch(train, schema=schema, epsilon=eps, pairs=pairs)
     model = dps.LogisticRegression(target=TABLES[name]["target"]).fit(sk)
     j = schema.columns.index(TABLES[name]["target"])
     Xt = np.delete(schema.encode(test), j, axis=1)
@@ -223,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     extra.add_argument("--releases", type=int, default=3)
     extra.add_argument("--epsilons", default="0.1,1,3")
     extra.add_argument("--tables", default=",".join(TABLES))
-    extra.add_argument("--systems", default="ours,mst,aim,diffprivlib")
+    extra.add_argument("--systems", default="ours,ours_all,mst,aim,diffprivlib")
     extra.add_argument("--diffprivlib-python", default=os.environ.get("DIFFPRIVLIB_PYTHON"))
     own, rest = extra.parse_known_args(argv)
     args = C.parse_args(__doc__.splitlines()[0], rest)
@@ -260,6 +263,8 @@ def main(argv: list[str] | None = None) -> None:
                     try:
                         if system == "ours":
                             a = run_ours(name, train, test, eps)
+                        elif system == "ours_all":
+                            a = run_ours(name, train, test, eps, pairs="all")
                         elif system in ("mst", "aim"):
                             a = run_mbi(system, name, train, test, eps)
                         else:
@@ -276,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
                     seconds.setdefault((name, system), []).append(time.perf_counter() - t0)
     labels = {
         "ours": "this project: schema release + `dps.LogisticRegression`",
+        "ours_all": 'this project, every pair measured (`release_sketch(..., pairs="all")`) + `dps.LogisticRegression`',
         "mst": "OpenDP `dp.mbi` MST → scikit-learn on synthetic rows",
         "aim": "OpenDP `dp.mbi` AIM → scikit-learn on synthetic rows",
         "diffprivlib": "diffprivlib 0.6.7 `LogisticRegression`",
@@ -328,7 +334,9 @@ def main(argv: list[str] | None = None) -> None:
                 ]
             )
         peers = [
-            np.mean(results[(name, s, 0.1)]) for s in systems if s != "ours" and results.get((name, s, 0.1))
+            np.mean(results[(name, s, 0.1)])
+            for s in systems
+            if not s.startswith("ours") and results.get((name, s, 0.1))
         ]
         ours01 = results.get((name, "ours", 0.1), [])
         if ours01 and peers:
@@ -337,6 +345,15 @@ def main(argv: list[str] | None = None) -> None:
                     f"{name}: ≥ the best peer at ε = 0.1",
                     f"{np.mean(ours01):.3f} vs {max(peers):.3f}",
                     str(np.mean(ours01) >= max(peers)),
+                ]
+            )
+        all01 = results.get((name, "ours_all", 0.1), [])
+        if all01 and peers:
+            targets.append(
+                [
+                    f"{name}: ≥ the best peer at ε = 0.1, with pairs='all'",
+                    f"{np.mean(all01):.3f} vs {max(peers):.3f}",
+                    str(np.mean(all01) >= max(peers)),
                 ]
             )
     if targets:

@@ -299,6 +299,7 @@ def _release(args: argparse.Namespace) -> int:
                 rho=args.rho,
                 progress=progress,
                 pair_selection=args.pair_selection,
+                pairs=args.pairs,
             )
         except ValueError as e:
             raise ValueError(_in_cli_words(str(e))) from None
@@ -315,6 +316,9 @@ _FLAGS = {
         '"null": "category" / a label to read them as'
     ),
     "drop feature_map= or pair_selection=": "use --map auto or drop --pair-selection",
+    "drop feature_map= or pairs=": "use --map auto or drop --pairs",
+    "pairs='all' measures": "--pairs all measures",
+    "so pair_selection has nothing": "so --pair-selection has nothing",
     "pair_selection chooses": "--pair-selection chooses",
     "pair_selection (": "--pair-selection (",
     "impute=<public value>": "--impute COL=<public value>",
@@ -742,6 +746,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SHARE",
         help="with --map auto: spend this share of the budget (e.g. 0.1) choosing, from the data, the 2-way "
         "marginals that join the columns the rule leaves apart (MST's private selection; see docs/release.md)",
+    )
+    p_rel.add_argument(
+        "--pairs",
+        choices=["rule", "all", "none"],
+        default="rule",
+        help="with --map auto: which 2-way marginals to measure. rule (default): where --expected-rows says "
+        "an average cell stands above the noise; all: every pair (for regression and classifiers, which read "
+        "how the columns vary together, at some cost to counts); none: 1-way marginals only",
     )
     p_rel.add_argument("--epsilon", type=float, help="ε (with --delta: Gaussian noise)")
     p_rel.add_argument("--delta", type=float, help="δ")

@@ -81,6 +81,7 @@ class _SketchRegressor:
             raise ValueError(
                 f"a {type(fm).__name__} sketch measures column {names[j]!r} only on its own, so it cannot "
                 f"carry how it depends on the features; release a map that holds it jointly with them: "
+                'with a schema, release_sketch(..., pairs="all") (every 2-way marginal), or '
                 f"dps.Marginals with 2-way subsets containing column {j} (dps.Marginals.auto does), "
                 "dps.ByClass(...) for a label, or dps.RFF over all columns"
             )

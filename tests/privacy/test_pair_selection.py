@@ -287,3 +287,20 @@ def test_make_spanning_sketch_refuses_bad_blocks(measured):
             dps.RFF(dim=3, num_features=8, seed=0),
             [0],
         )
+
+
+def test_a_tree_alone_and_every_pair_with_a_choice():
+    """``pairs="none"`` with a choice: the 1-way blocks and the chosen tree only (MST's design),
+    within the budget; ``pairs="all"`` leaves nothing to choose and is refused before anything is
+    read."""
+    schema = dps.Schema({"x": (0.0, 1.0), "y": (0.0, 1.0), "z": (0.0, 1.0)}, rows=100_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # at 100 000 rows the tree's cells stand above the noise
+        sk = dps.release_sketch(
+            _frame().select("x", "y", "z"), schema=schema, epsilon=1.0, pair_selection=0.1, pairs="none"
+        )
+    one, two = sk.feature_map.maps
+    assert [b.subset for b in one.blocks] == [(0,), (1,), (2,)] and len(two.blocks) == 2
+    assert sk.privacy["epsilon"] <= 1.0 and len(sk.privacy["pair_selection"]["pairs"]) == 2
+    with pytest.raises(ValueError, match="pairs='all' measures every 2-way marginal"):
+        dps.release_sketch(_frame(), schema=SCHEMA, epsilon=1.0, pair_selection=0.1, pairs="all")

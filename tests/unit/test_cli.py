@@ -600,3 +600,26 @@ def test_release_with_pair_selection(table, capsys):
     assert main([*args, "--out", str(never), "--pair-selection", "1.5"]) == 2
     assert "--pair-selection (1.5) must be strictly between 0 and 1" in capsys.readouterr().err
     assert not never.exists()
+
+
+def test_release_with_every_pair_or_none(table, capsys):
+    """--pairs all / none shape the automatic map (read back from the saved sketch); with another
+    map, or with --pair-selection next to --pairs all, they are refused in the CLI's words."""
+    import opendp_sketch as dps
+
+    args = ["release", str(table / "rows.csv"), "--schema", str(table / "schema.json"), "--epsilon", "1"]
+    for choice, expected in (("all", 1), ("none", 0)):
+        out = table / f"{choice}.sketch"
+        assert main([*args, "--out", str(out), "--expected-rows", "5000", "--pairs", choice]) == 0
+        capsys.readouterr()
+        fm = dps.Sketch.load(out).feature_map
+        assert sum(len(b.subset) == 2 for m in getattr(fm, "maps", [fm]) for b in m.blocks) == expected
+    never = table / "never.sketch"
+    assert main([*args, "--out", str(never), "--map", "histogram", "--pairs", "all"]) == 2
+    assert "use --map auto or drop --pairs" in capsys.readouterr().err
+    assert main([*args, "--out", str(never), "--pairs", "all", "--pair-selection", "0.1"]) == 2
+    assert (
+        "--pairs all measures every 2-way marginal, so --pair-selection has nothing"
+        in capsys.readouterr().err
+    )
+    assert not never.exists()

@@ -444,3 +444,53 @@ def test_auto_feature_map_takes_fixed_one_way_bins():
     assert one_way(dps.auto_feature_map(schema, epsilon=1.0, fine_bins=16)) == [(23,), (16,), (2,)]
     with pytest.raises(ValueError, match="fine_bins"):
         dps.auto_feature_map(schema, epsilon=1.0, fine_bins=0)
+
+
+def test_auto_feature_map_measures_the_pairs_asked_for():
+    """``pairs="all"`` keeps every 2-way marginal where the rule keeps none, ``pairs="none"``
+    drops the ones it keeps; ``"rule"`` is the default; anything else is refused, naming the
+    choices."""
+    schema = dps.Schema({"a": (0, 1), "b": (0, 1), "c": (0, 1), "cut": ["Fair", "Ideal"]}, rows=50_000)
+
+    def two_way(fm):
+        return [b.subset for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 2]
+
+    low, high = dps.auto_feature_map(schema, epsilon=0.02), dps.auto_feature_map(schema, epsilon=3.0)
+    assert len(two_way(high)) == 6 and len(two_way(low)) < 6
+    assert two_way(dps.auto_feature_map(schema, epsilon=0.02, pairs="rule")) == two_way(low)
+    every = dps.auto_feature_map(schema, epsilon=0.02, pairs="all")
+    assert len(two_way(every)) == 6 and every.weights == (3.0, 1.0)
+    assert {b.shape for m in every.maps[1:] for b in m.blocks} == {(16, 16), (16, 2)}
+    none = dps.auto_feature_map(schema, epsilon=3.0, pairs="none")
+    assert isinstance(none, dps.Marginals) and two_way(none) == []
+    # without a row estimate every pair is measured (8 × 8); "none" still drops them
+    bare = dps.Schema({"a": (0, 1), "b": (0, 1)})
+    assert len(two_way(dps.auto_feature_map(bare, epsilon=1.0, pairs="all"))) == 1
+    assert two_way(dps.auto_feature_map(bare, epsilon=1.0, pairs="none")) == []
+    for bad in ("every", None, True, 2):
+        with pytest.raises(ValueError, match=r"pairs .* must be 'rule'"):
+            dps.auto_feature_map(schema, epsilon=1.0, pairs=bad)
+
+
+def test_release_with_every_pair_spends_its_budget_and_records_the_map():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, 3000)
+    frame = pl.DataFrame(
+        {"x": x, "y": np.clip(x + rng.normal(0, 0.1, 3000), 0, 1), "z": rng.uniform(0, 1, 3000)}
+    )
+    schema = dps.Schema({"x": (0, 1), "y": (0, 1), "z": (0, 1)}, rows=3000)
+    sk = dps.release_sketch(frame, schema=schema, epsilon=0.5, pairs="all")
+    assert sk.privacy["epsilon"] <= 0.5
+    assert [b.subset for b in sk.feature_map.maps[1].blocks] == [(0, 1), (0, 2), (1, 2)]
+    rule = dps.release_sketch(frame, schema=schema, epsilon=0.5)
+    assert isinstance(rule.feature_map, dps.Marginals)  # the rule keeps no pair at this size
+    with pytest.raises(ValueError, match="drop feature_map= or pairs="):
+        dps.release_sketch(frame, dps.auto_feature_map(schema), schema=schema, epsilon=0.5, pairs="all")
+    with pytest.raises(ValueError, match="pairs shape the automatic map of a schema"):
+        dps.release_sketch(
+            frame.to_numpy(),
+            dps.Histogram(bounds=(0, 1), bins=4, dim=3),
+            bounds=(0, 1),
+            epsilon=0.5,
+            pairs="none",
+        )
