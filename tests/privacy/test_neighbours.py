@@ -376,11 +376,12 @@ def _mixed(n_extra: int = 0, row=None) -> pl.DataFrame:
     return df
 
 
+@pytest.mark.parametrize("pairs", ["all", "none"])
 @pytest.mark.parametrize("kind", list(MIXED_KINDS))
-def test_table_measurement_releases_on_both_neighbours_within_sensitivity(kind):
+def test_table_measurement_releases_on_both_neighbours_within_sensitivity(kind, pairs):
     from opendp_sketch.tables import make_table_sum_and_count, table_domain
 
-    fm = dps.auto_feature_map(MIXED)
+    fm = dps.auto_feature_map(MIXED, pairs=pairs)  # without a row estimate the rule keeps every pair
     dom = table_domain(MIXED)
     pair = make_table_sum_and_count(dom, dp.symmetric_distance(), fm)
     meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=1.0)
