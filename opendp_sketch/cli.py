@@ -336,6 +336,18 @@ def _in_cli_words(message: str) -> str:
     return message
 
 
+def _pair_selection(text: str) -> float | str | None:
+    """``--pair-selection``: ``auto``, ``none`` or a share of the budget."""
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not auto, none or a share of the budget such as 0.1"
+        ) from None
+
+
 def _parse_points(text: str, where: str = "points") -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
@@ -742,10 +754,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p_rel.add_argument(
         "--pair-selection",
-        type=float,
+        type=_pair_selection,
+        default="auto",
         metavar="SHARE",
         help="with --map auto: spend this share of the budget (e.g. 0.1) choosing, from the data, the 2-way "
-        "marginals that join the columns the rule leaves apart (MST's private selection; see docs/release.md)",
+        "marginals that join the columns the rule leaves apart (MST's private selection; see docs/release.md). "
+        "auto (default): 0.1 where --expected-rows says the chosen pairs' cells stand above the noise; "
+        "none: never",
     )
     p_rel.add_argument(
         "--pairs",

@@ -97,6 +97,9 @@ AUTO_BOUND_CELL = 1e-6
 DEFAULT_COUNT_FRACTION = 0.02
 #: share of the budget spent choosing the 2-way marginals of a spanning tree (make_spanning_sketch)
 DEFAULT_SELECTION_FRACTION = 0.1
+#: ``release_sketch(pair_selection="auto")``, the default: choose a tree (at
+#: ``DEFAULT_SELECTION_FRACTION``) when the rule leaves columns apart and :func:`auto_tree` says it pays
+AUTO_SELECTION = "auto"
 #: ``release_sketch(pair_selection=)`` warns when an average cell of the candidate pairs holds fewer
 #: noise std's of (estimated) rows than this: on three real tables the tree lowered multi-column
 #: counts from a ratio of 1.6 up and raised every error at 0.87 and below
@@ -760,7 +763,7 @@ def release_sketch(
     n_jobs: int | None = None,
     projection: Any = None,
     progress: Callable[[int, int], None] | None = None,
-    pair_selection: float | None = None,
+    pair_selection: float | Literal["auto"] | None = "auto",
     fine_bins: int | None = None,
     pairs: PairsRule = "rule",
 ) -> Sketch:
@@ -807,8 +810,10 @@ def release_sketch(
     :param pair_selection: with a ``schema`` and the automatic map, the share of the budget
         (e.g. ``0.1``) spent choosing, from the data, the 2-way marginals that join the columns
         the automatic rule leaves apart (:func:`make_spanning_sketch`: MST's selection); the
-        pairs chosen are in ``sketch.privacy["pair_selection"]``. ``None`` (default): the
-        public rule alone
+        pairs chosen are in ``sketch.privacy["pair_selection"]``. ``"auto"`` (default): a
+        share of ``DEFAULT_SELECTION_FRACTION = 0.1`` when the rule leaves columns apart and the
+        tree's cells would stand above the noise (:func:`auto_tree`: public inputs only), else
+        none. ``None``: the public rule alone
     :param fine_bins: with a ``schema`` and the automatic map, the bins of every numeric 1-way
         marginal (:func:`auto_feature_map`; e.g. 16 when questions are asked on a known grid of
         16 equal cells). ``None`` (default): the rule's 32 or 64
@@ -854,7 +859,7 @@ def release_sketch(
             fine_bins,
             pairs,
         )
-    if pair_selection is not None or fine_bins is not None or pairs != "rule":
+    if pair_selection not in (None, AUTO_SELECTION) or fine_bins is not None or pairs != "rule":
         raise ValueError(
             "pair_selection, fine_bins and pairs shape the automatic map of a schema: give "
             "schema=dps.Schema({...}) and no feature_map"
@@ -1012,9 +1017,18 @@ def auto_marginals(
     (mean |err| / n, 3 releases): for models, not the default.
 
     ``fine_bins``: bins of every numeric 1-way marginal. ``None`` (default): ``AUTO_FINE_BINS =
-    32``, or ``AUTO_FINER_BINS = 64`` when ``rows`` and a budget are given and an average cell of
-    64 still holds ``AUTO_FINE_SNR = 8`` noise standard deviations of rows,
+    32``; with ``rows`` and a budget, ``AUTO_MAX_PAIR_BINS = 16`` (the pairs' bins) when the
+    map leaves 2-way marginals out, and ``AUTO_FINER_BINS = 64`` when it keeps every one and an
+    average cell of 64 still holds ``AUTO_FINE_SNR = 8`` noise standard deviations of rows,
     ``rows / 64 ≥ 8 · σ₁`` (``σ₁``: the noise std of a 1-way cell in the chosen map, in rows).
+    Without every pair, 2- and 3-column counts lean on the 1-way cells (and, in
+    :func:`release_sketch`, on a tree of pairs chosen from the data), and every 64-bin cell adds
+    its noise to the count of a grid's cell: on a 16-bin grid the noisy 1-way sums alone are
+    twice as far off at 64 bins as at 16 (countymurders at ε = 1: 0.00093 against 0.00046 of n;
+    the decoder 0.00087 against 0.00034). With 16 bins and the tree the schema path met MST's
+    and AIM's grid counts on every table at ε = 0.1 and 1 (``real_tables*.md``); the price is
+    paid between the grid's edges (a CDF at a user's point: 0.0076 against 0.0023 on
+    countymurders at ε = 1, still a third of MST's).
     Answers between the cells' edges (a CDF at any point, a range count in the user's units, a
     mean) lean on finer 1-way cells; answers on a coarse grid add more cells' noise. Measured on
     off-grid queries from common noise (``benchmarks/results/bench_fine_bins.md``): 64 bins
@@ -1152,6 +1166,11 @@ def _auto_blocks(
 
     fm, keep = by_rule(chosen_bins)
     if fine_bins is None:
+        if any(len(b.subset) == 2 and i not in keep for i, b in enumerate(fm.blocks)):
+            # the budget leaves pairs out: multi-column counts lean on the 1-way cells (and on a
+            # tree, release_sketch(pair_selection=)), so they take the pairs' resolution; the
+            # sensitivity and the pairs kept do not depend on the 1-way bins
+            return by_rule(AUTO_MAX_PAIR_BINS)
         chosen = _kept(fm, keep, one_way_weight)
         # the 1-way cells' noise in rows: the map's coordinate noise over the 1-way blocks' weight
         weight = float(one_way_weight) if isinstance(chosen, Composite) else 1.0
@@ -1183,8 +1202,10 @@ def auto_feature_map(
     one bin per value of a linear integer column with at most 32 values) and every 2-way marginal
     at 8×8 bins; when the schema carries a public ``rows`` estimate, the 2-way marginals are
     measured at 16×16 if the budget leaves an average cell well above its noise, and left out
-    otherwise, and numeric 1-way marginals get 64 bins if an average cell of 64 still holds 8
-    noise std's of rows. Categories and small integer columns keep their cells. With pairs, the 1-way and
+    otherwise. Numeric 1-way marginals then get 64 bins when every pair is measured and an average
+    cell of 64 still holds 8 noise std's of rows, and the pairs' 16 bins when the budget leaves
+    pairs out (multi-column counts then lean on the 1-way cells). Categories and small integer
+    columns keep their cells. With pairs, the 1-way and
     2-way marginals are two blocks of a :class:`~opendp_sketch.Composite` at weights
     ``(one_way_weight, 1)``: 1-way cells see a third of the noise of 2-way cells by default. Means,
     shares, CDFs, group statistics and 2-way counts are then averages over cells the sketch
@@ -1197,9 +1218,12 @@ def auto_feature_map(
     >>> s = dps.Schema({"age": (18, 90), "income": (0, 1e6), "cut": ["Fair", "Ideal"]}, rows=50_000)
     >>> [b.shape for m in auto_feature_map(s, epsilon=1.0).maps for b in m.blocks]
     [(64,), (64,), (2,), (16, 16), (16, 2), (16, 2)]
-    >>> fm = auto_feature_map(s, epsilon=0.01)   # no pair pays at this budget, nor 64 bins
+    >>> fm = auto_feature_map(s, epsilon=0.01)   # no pair pays at this budget: the pairs' 16 bins
     >>> type(fm).__name__, [b.shape for b in fm.blocks]
-    ('Marginals', [(32,), (32,), (2,)])
+    ('Marginals', [(16,), (16,), (2,)])
+
+    With a map like this, :func:`release_sketch` also spends a tenth of the budget choosing a
+    tree of pairs from the data when that pays (``pair_selection="auto"``, :func:`auto_tree`).
 
     ``fine_bins`` fixes the bins of every numeric 1-way marginal instead of the rule (e.g. 16 when
     the questions are asked on a known grid of 16 equal cells: each grid-aligned answer then sums
@@ -1213,6 +1237,8 @@ def auto_feature_map(
 
     >>> [b.shape for m in auto_feature_map(s, epsilon=0.01, pairs="all").maps for b in m.blocks]
     [(32,), (32,), (2,), (16, 16), (16, 2), (16, 2)]
+    >>> [b.shape for b in auto_feature_map(s, epsilon=0.01, pairs="none").blocks]
+    [(16,), (16,), (2,)]
     """
     full, keep = _schema_blocks(
         schema,
@@ -1459,7 +1485,7 @@ def _release_table(
     chunk_rows: int,
     n_jobs: int | None,
     progress: Callable[[int, int], None] | None,
-    pair_selection: float | None = None,
+    pair_selection: float | str | None = None,
     fine_bins: int | None = None,
     pairs: str = "rule",
 ) -> Sketch:
@@ -1473,6 +1499,9 @@ def _release_table(
     pairs = _check_pairs(pairs)
     if pairs != "rule" and feature_map is not None:
         raise ValueError("pairs shapes the automatic map: drop feature_map= or pairs=")
+    auto = isinstance(pair_selection, str) and pair_selection == AUTO_SELECTION
+    if auto:  # decided below from the blocks; a given map, or pairs="all"/"none", has no tree to add
+        pair_selection = None
     if pairs == "all" and pair_selection is not None:
         raise ValueError(
             "pairs='all' measures every 2-way marginal, so pair_selection has nothing to choose: "
@@ -1493,6 +1522,8 @@ def _release_table(
             fine_bins=fine_bins,
             pairs=pairs,
         )
+        if auto and pairs == "rule":
+            pair_selection = auto_tree(budget, full, keep, schema.rows, count_fraction)
         fm = _kept(full, keep, AUTO_ONE_WAY_WEIGHT)
     else:
         fm = feature_map
@@ -1524,7 +1555,7 @@ def _release_table(
             chunk_rows=chunk_rows,
             n_jobs=n_jobs,
         )
-        if rounds and schema.rows is not None:
+        if rounds and schema.rows is not None and not auto:
             _warn_if_tree_is_noise(budget, fm, full, keep, schema.rows, count_fraction, pair_selection)
         # with a choice to make, the data is read twice: the candidates' counts, then the release
         return _release_measured(meas, frame, fm, budget, contributions, rows, progress, 2 if rounds else 1)
@@ -1535,6 +1566,74 @@ def _release_table(
         )
 
     return _release_streamed(build, frame, fm, budget, contributions, rows, progress)
+
+
+def _tree_ratio(
+    budget: Budget,
+    fm: FeatureMap,
+    full: Marginals,
+    keep: Sequence[int],
+    rows: int,
+    count_fraction: float,
+    selection_fraction: float,
+) -> float:
+    """Noise std's of ``rows`` in an average cell of the candidate pairs (the 2-way blocks of
+    ``full`` not in ``keep``), for the released map ``fm`` (a tree's shape): public inputs only."""
+    cells = [math.prod(b.shape) for i, b in enumerate(full.blocks) if len(b.subset) == 2 and i not in keep]
+    share = (1 - count_fraction) * (1 - selection_fraction)
+    std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
+    return rows * len(cells) / sum(cells) / std
+
+
+def auto_tree(
+    budget: Budget,
+    full: Marginals,
+    keep: Sequence[int],
+    rows: int | None,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+) -> float | None:
+    """``release_sketch(pair_selection="auto")``: the share of the budget to spend on a tree of
+    2-way marginals (:func:`make_spanning_sketch`), or ``None`` for none.
+
+    A tree is chosen when the public rule left the columns in more than one connected piece and
+    an average cell of the candidate pairs holds at least ``AUTO_TREE_SNR = 1.2`` noise standard
+    deviations of the schema's ``rows`` in the released map (the 1-way blocks, the rule's pairs
+    and the tree's pairs; every block takes one cell per row, so which pairs win does not change
+    the noise). Everything read is public: the budget, the blocks and the row estimate, so
+    neighbouring tables get the same choice. Measured on three real tables
+    (``benchmarks/results/real_tables_selection*.md``): the tree lowered 2- and 3-column counts by
+    25–50 % from a ratio of 1.6 up and raised every error at 0.87 and below.
+
+    :param budget: the release's budget
+    :param full: every candidate block (:func:`auto_marginals` before the rule)
+    :param keep: the blocks the rule keeps
+    :param rows: the schema's public row estimate (``None``: no tree)
+    :param count_fraction: the count's share of the budget
+    :example:
+
+    >>> from opendp_sketch.release import Budget, _auto_blocks, auto_tree
+    >>> box = ([0.0] * 6, [1.0] * 6)
+    >>> def tree(e):
+    ...     full, keep = _auto_blocks(box, categorical=None, levels=None, fine_bins=None, rows=40_000,
+    ...         epsilon=e, delta=None, rho=None, count_fraction=0.02, one_way_weight=3.0, bound_cells=None)
+    ...     return auto_tree(Budget.of(epsilon=e), full, keep, 40_000)
+    >>> [tree(e) for e in (0.1, 1.0, 10.0)]   # too noisy / columns apart / every pair kept
+    [None, 0.1, None]
+    """
+    if rows is None:
+        return None
+    blocks = full.blocks
+    joins = [blocks[i].subset for i in keep if len(blocks[i].subset) > 1]
+    candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in set(keep)]
+    rounds = (
+        Forest(full.input_dim, joins).components
+        - Forest(full.input_dim, joins + [blocks[i].subset for i in candidates]).components
+    )
+    if rounds == 0:
+        return None
+    shape = _weighted(full.take(sorted([*keep, *candidates[:rounds]])), AUTO_ONE_WAY_WEIGHT)
+    ratio = _tree_ratio(budget, shape, full, keep, rows, count_fraction, DEFAULT_SELECTION_FRACTION)
+    return DEFAULT_SELECTION_FRACTION if ratio >= AUTO_TREE_SNR else None
 
 
 def _warn_if_tree_is_noise(
@@ -1548,10 +1647,7 @@ def _warn_if_tree_is_noise(
 ) -> None:
     """Curator side, public inputs only (the budget, the map, the schema's row estimate): warn
     when the pairs a tree would add are mostly noise at this budget."""
-    cells = [math.prod(b.shape) for i, b in enumerate(full.blocks) if len(b.subset) == 2 and i not in keep]
-    share = (1 - count_fraction) * (1 - selection_fraction)
-    std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
-    ratio = rows * len(cells) / sum(cells) / std
+    ratio = _tree_ratio(budget, fm, full, keep, rows, count_fraction, selection_fraction)
     if ratio < AUTO_TREE_SNR:
         import warnings
 

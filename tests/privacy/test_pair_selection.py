@@ -304,3 +304,60 @@ def test_a_tree_alone_and_every_pair_with_a_choice():
     assert sk.privacy["epsilon"] <= 1.0 and len(sk.privacy["pair_selection"]["pairs"]) == 2
     with pytest.raises(ValueError, match="pairs='all' measures every 2-way marginal"):
         dps.release_sketch(_frame(), schema=SCHEMA, epsilon=1.0, pair_selection=0.1, pairs="all")
+
+
+#: three numeric columns and a row estimate at which, at ε = 1, the rule keeps no pair and a tree's
+#: cells stand above the noise: ``pair_selection="auto"`` (the default) chooses one
+XYZ = dps.Schema({c: (0.0, 1.0) for c in "xyz"}, rows=10_000)
+XYZ_ROWS = {k: v[:3] for k, v in ROWS.items() if not k.endswith(" c")}
+
+
+def test_the_default_chooses_a_tree_where_it_pays():
+    """``pair_selection="auto"``: a tenth of the budget on a tree where the rule leaves columns
+    apart and its cells stand above the noise (no planning warning), nothing where they would
+    not, nor with ``None``, ``pairs="all"``/``"none"`` or a given map; always within the budget."""
+    frame = _frame().select("x", "y", "z")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sk = dps.release_sketch(frame, schema=XYZ, epsilon=1.0)
+        plain = dps.release_sketch(frame, schema=XYZ, epsilon=1.0, pair_selection=None)
+        few = dps.release_sketch(
+            frame, schema=dps.Schema({c: (0.0, 1.0) for c in "xyz"}, rows=5000), epsilon=1.0
+        )
+        others = [dps.release_sketch(frame, schema=XYZ, epsilon=1.0, pairs=p) for p in ("all", "none")] + [
+            dps.release_sketch(frame, dps.auto_feature_map(XYZ, epsilon=1.0), schema=XYZ, epsilon=1.0)
+        ]
+    record = sk.privacy["pair_selection"]
+    assert record["fraction"] == 0.1 and len(record["pairs"]) == 2 and [0, 1] in record["pairs"]
+    one, two = ([b.shape for b in m.blocks] for m in sk.feature_map.maps)
+    assert one == [(16,)] * 3 and two == [(16, 16)] * 2
+    assert 0.99 < sk.privacy["epsilon"] <= 1.0
+    for other in (plain, few, *others):
+        assert "pair_selection" not in other.privacy and 0.99 < other.privacy["epsilon"] <= 1.0
+
+
+@pytest.mark.parametrize("kind", list(XYZ_ROWS))
+def test_the_default_tree_same_kind_of_outcome(kind):
+    """The default's choice to spend on a tree reads public inputs only: both neighbours release a
+    tree of the same size (or the added row is refused on the curator's side), without warnings."""
+
+    def release(frame):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                out: object = dps.release_sketch(frame, schema=XYZ, epsilon=1.0)
+            except ValueError as e:
+                out = e
+        return out, [str(w.message) for w in seen]
+
+    a, warned_a = release(_frame().select("x", "y", "z"))
+    extra = pl.DataFrame([XYZ_ROWS[kind]], schema={c: pl.Float64 for c in "xyz"}, orient="row")
+    b, warned_b = release(pl.concat([_frame().select("x", "y", "z"), extra]))
+    assert isinstance(a, dps.Sketch) and warned_a == []
+    if isinstance(b, ValueError):
+        assert not isinstance(b, dp.OpenDPException) and kind in REFUSED, (kind, b)
+        assert warned_b == []
+        return
+    assert isinstance(b, dps.Sketch) and kind not in REFUSED and warned_b == []
+    assert len(b.privacy["pair_selection"]["pairs"]) == len(a.privacy["pair_selection"]["pairs"]) == 2
+    assert b.feature_map.sensitivity(1) == a.feature_map.sensitivity(1)

@@ -599,7 +599,16 @@ def test_release_with_pair_selection(table, capsys):
     assert "use --map auto or drop --pair-selection" in capsys.readouterr().err
     assert main([*args, "--out", str(never), "--pair-selection", "1.5"]) == 2
     assert "--pair-selection (1.5) must be strictly between 0 and 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: usage and the reason, exit status 2
+        main([*args, "--out", str(never), "--pair-selection", "some"])
+    assert "'some' is not auto, none or a share of the budget" in capsys.readouterr().err
     assert not never.exists()
+    # auto (the default) decides from public inputs; none never spends on a tree
+    for choice, rows in (("auto", "5000"), ("none", "5000"), ("auto", "1000")):
+        out = table / f"{choice}{rows}.sketch"
+        assert main([*args, "--out", str(out), "--expected-rows", rows, "--pair-selection", choice]) == 0
+        privacy = json.loads(capsys.readouterr().out.strip())["privacy"]
+        assert ("pair_selection" in privacy) == (choice == "auto" and rows == "5000"), (choice, rows)
 
 
 def test_release_with_every_pair_or_none(table, capsys):

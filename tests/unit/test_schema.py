@@ -403,9 +403,10 @@ def test_row_estimate_picks_the_map_never_the_data(people):
 
 
 def test_one_way_bins_follow_the_row_estimate_and_the_budget():
-    """Numeric 1-way marginals get 64 bins exactly when an average cell of 64 holds at least
-    AUTO_FINE_SNR noise std's of rows (public estimate and budget only); 32 otherwise, and an
-    explicit ``fine_bins`` is kept."""
+    """Numeric 1-way marginals get the pairs' 16 bins when the rule leaves a pair out; with every
+    pair kept (or none to keep), 64 bins exactly when an average cell of 64 holds at least
+    AUTO_FINE_SNR noise std's of rows (public estimate and budget only), 32 otherwise; an explicit
+    ``fine_bins`` is kept."""
     import math
 
     from opendp_sketch.release import AUTO_FINE_SNR, DEFAULT_COUNT_FRACTION, auto_marginals
@@ -413,17 +414,29 @@ def test_one_way_bins_follow_the_row_estimate_and_the_budget():
     def one_way(fm):
         return {b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 1}
 
+    def pairs(fm):
+        return [b for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 2]
+
     box = ([0.0] * 7, [1.0] * 7)
     assert one_way(auto_marginals(box)) == {(32,)}  # no row estimate: no rule
-    assert one_way(auto_marginals(box, rows=60_000, epsilon=1.0)) == {(64,)}
+    every = auto_marginals(box, rows=60_000, epsilon=1.0)
+    assert len(pairs(every)) == 21 and one_way(every) == {(64,)}
     assert one_way(auto_marginals(box, rows=60_000, epsilon=1.0, fine_bins=16)) == {(16,)}
-    # ε = 0.1 keeps no pair near these sizes: a plain Marginals, 1-way noise std √2·7/(ε·share)
+    # ε = 0.1 keeps no pair: the pairs' 16 bins, whatever the row estimate; "none" leaves them out too
+    for rows in (60_000, 200_000):
+        fm = auto_marginals(box, rows=rows, epsilon=0.1)
+        assert isinstance(fm, dps.Marginals) and one_way(fm) == {(16,)}
+        assert one_way(auto_marginals(box, rows=rows, epsilon=0.1, pairs="none")) == {(16,)}
+    assert one_way(auto_marginals(box, rows=60_000, epsilon=0.1, fine_bins=64)) == {(64,)}
+    # some pairs kept, some left out: 16 bins too
+    some = auto_marginals(([0.0] * 3, [1.0] * 3), categorical=[2], rows=60_000, epsilon=0.1)
+    assert 0 < len(pairs(some)) < 3 and one_way(some) == {(16,), (2,)}
+    # one column (no pair to leave out): 1-way noise std √2/(ε·share), 64 bins above the edge
     eps = 0.1
-    std = math.sqrt(2) * 7 / (eps * (1 - DEFAULT_COUNT_FRACTION))
+    std = math.sqrt(2) / (eps * (1 - DEFAULT_COUNT_FRACTION))
     edge = 64 * AUTO_FINE_SNR * std
-    below = auto_marginals(box, rows=math.floor(edge * 0.99), epsilon=eps)
-    above = auto_marginals(box, rows=math.ceil(edge * 1.01), epsilon=eps)
-    assert isinstance(below, dps.Marginals) and isinstance(above, dps.Marginals)
+    below = auto_marginals(([0.0], [1.0]), rows=math.floor(edge * 0.99), epsilon=eps)
+    above = auto_marginals(([0.0], [1.0]), rows=math.ceil(edge * 1.01), epsilon=eps)
     assert one_way(below) == {(32,)} and one_way(above) == {(64,)}
     # categories keep their cells whatever the bins
     cats = auto_marginals(([0.0, 0.0], [1.0, 3.0]), categorical=[1], rows=60_000, epsilon=1.0)
