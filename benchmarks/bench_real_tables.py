@@ -16,9 +16,15 @@ Systems, each released at the same ε (pure DP) in the same run:
   of the same public box (linear numeric ranges, ``integer=True`` on the columns R stores as
   integers; CPSSW8's codes as categorical labels) carrying the public row estimate,
   ``dps.release_sketch(frame, schema=..., epsilon=ε)`` and ``dps.M2M(sketch)``. Its automatic
-  map is the rule above with the schema path's 1-way bins (``fine_bins=None``: 32 or 64 bins,
-  whose edges include the 16-bin grid's; one per value of an integer column with at most 32
-  values); counts go through ``est.count`` and CDFs through ``est.cdf``, in the table's units;
+  map is the rule above with the schema path's 1-way bins (``fine_bins=None``: 64 bins when the
+  rule keeps every pair, the pairs' 16 when it leaves some out; the edges include the 16-bin
+  grid's; one per value of an integer column with at most 32 values) and, where the rule leaves
+  columns apart and a tree's cells stand above the noise, a private spanning tree of pairs
+  (``pair_selection="auto"``); counts go through ``est.count`` and CDFs through ``est.cdf``, in
+  the table's units;
+* ``schema release, fine_bins=64, pair_selection=None``: the same path with the previous
+  default's design wherever it chose 64 bins (every table and ε here but countymurders at
+  ε = 0.1): finer cells for a user's thresholds, no tree;
 * ``auto marginals, 1-way blocks at weight 2`` (the previous default; run by default) and, asked
   with ``--systems``, ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
   ``one_way_weight`` 2, 1 (one plain ``Marginals``) or 4 instead of the default 3;
@@ -116,6 +122,7 @@ SYSTEMS = (
     "marginals_synthetic",
     "marginals_weighted2",
     "schema",
+    "schema_fine64",
     "mst",
     "aim",
     "opendp_polars",
@@ -139,7 +146,8 @@ LABELS = {
     "marginals_weighted2": "auto marginals as above, 1-way blocks at weight 2 (one_way_weight=2, the previous default) + synthetic decoder",
     "marginals_weighted4": "auto marginals as above, 1-way blocks at weight 4 (one_way_weight=4) + synthetic decoder",
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
-    "schema": "schema release + M2M, every default (32- or 64-bin 1-way marginals, 2-way by the row-estimate rule)",
+    "schema": "schema release + M2M, every default (1-way 64 bins with every pair, else 16 bins and a private tree where it pays)",
+    "schema_fine64": "schema release + M2M, fine_bins=64, pair_selection=None (the previous default's design)",
     "schema_select": f"schema release + M2M, pair_selection={SELECTION} (the rule's pairs, then a private spanning tree)",
     "marginals_select": f"auto marginals (16-bin 1-way) + a private spanning tree of 16 × 16 pairs ({SELECTION} of ε) + synthetic decoder",
     "mst": "OpenDP dp.mbi MST (16 bins)",
@@ -437,7 +445,13 @@ def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, u
     cats = CATEGORICAL.get(name, [])
     frame, schema = schema_frame(name, X, cols, lo, hi)
     t0 = time.perf_counter()
-    selection = {"pair_selection": SELECTION} if system == "schema_select" else {}
+    selection: dict[str, Any] = (
+        {"pair_selection": SELECTION}
+        if system == "schema_select"
+        else {"fine_bins": 64, "pair_selection": None}
+        if system == "schema_fine64"
+        else {}
+    )
     sk = dps.release_sketch(frame, schema=schema, epsilon=eps, **selection)
     est = dps.M2M(sk, seed=seed)
     fit = time.perf_counter() - t0
@@ -725,7 +739,7 @@ def main(argv: list[str] | None = None) -> None:
                     else run_opendp_polars
                     if system == "opendp_polars"
                     else run_schema
-                    if system in ("schema", "schema_select")
+                    if system in ("schema", "schema_select", "schema_fine64")
                     else run_ours
                 )
                 row: dict[str, Any] = {
