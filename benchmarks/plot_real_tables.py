@@ -25,6 +25,7 @@ RUNS = {0.1: "real_tables_eps0_1.csv", 1.0: "real_tables.csv", 3.0: "real_tables
 #: system → (label, colour, marker); the per-query peer answers counts only
 SYSTEMS = {
     "schema": ("opendp_sketch: schema release, every default", "tab:blue", "o"),
+    "schema_fine64": ("opendp_sketch: fine_bins=64, no tree (option)", "tab:purple", "P"),
     "marginals_synthetic": ("opendp_sketch: 16-bin marginals", "tab:cyan", "^"),
     "hist_ridge": ("Histogram + ridge M2M (old default)", "tab:gray", "v"),
     "mst": ("dp.mbi MST", "tab:orange", "s"),

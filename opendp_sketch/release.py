@@ -1026,17 +1026,17 @@ def auto_marginals(
     its noise to the count of a grid's cell: on a 16-bin grid the noisy 1-way sums alone are
     twice as far off at 64 bins as at 16 (countymurders at ε = 1: 0.00093 against 0.00046 of n;
     the decoder 0.00087 against 0.00034). With 16 bins and the tree the schema path met MST's
-    and AIM's grid counts on every table at ε = 0.1 and 1 (``real_tables*.md``); the price is
-    paid between the grid's edges (a CDF at a user's point: 0.0076 against 0.0023 on
-    countymurders at ε = 1, still a third of MST's).
+    and AIM's grid counts on every table at ε = 0.1 and 1 (``real_tables.md``,
+    ``real_tables_eps0_1.md``: 1.06–1.66× lower); the price is
+    paid between the grid's edges (a CDF at a user's point: 0.0075 against 0.0022 on
+    countymurders at ε = 1, still a third of MST's 0.025).
     Answers between the cells' edges (a CDF at any point, a range count in the user's units, a
-    mean) lean on finer 1-way cells; answers on a coarse grid add more cells' noise. Measured on
-    off-grid queries from common noise (``benchmarks/results/bench_fine_bins.md``): 64 bins
-    against 32 lowered range-count, CDF and mean errors on movies and CPSSW8 at ε = 0.1, 1 and 3
-    (ratio ``rows / 64 / σ₁`` from 9.1 to 238), and counts and means on countymurders at ε = 1
-    and 3 (CDFs level; ratio 50 and 69), and raised every error on countymurders at ε = 0.1
-    (ratio 5.0), where the rule keeps 32. On a coarse grid of queries finer cells add noise
-    (``real_tables_schema_eps1.md``).
+    mean) lean on finer 1-way cells. Measured on off-grid queries from common noise
+    (``benchmarks/results/bench_fine_bins.md``): 64 bins against 32 lowered range-count, CDF and
+    mean errors on movies and CPSSW8 at ε = 0.1, 1 and 3 (ratio ``rows / 64 / σ₁`` from 9.1 to
+    238), and counts and means on countymurders at ε = 1 and 3 (CDFs level; ratio 50 and 69),
+    and raised every error on countymurders at ε = 0.1 (ratio 5.0). ``fine_bins=64`` (with
+    ``release_sketch(pair_selection=None)``) keeps that for thresholds anywhere at every budget.
 
     :example:
 
