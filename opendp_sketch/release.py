@@ -1315,6 +1315,21 @@ def _as_rho(budget: Budget, d_in: int) -> float:
     return float(dp.binary_search(meets, bounds=(1e-12, 1e12), T=float))
 
 
+def _tree_rounds(marginals: Marginals, measured: Sequence[int]) -> tuple[list[int], int]:
+    """The candidate pairs (2-way blocks not in ``measured``) and the number of rounds Kruskal
+    takes: as many as the candidates can join components of the measured blocks. While fewer are
+    picked, some candidate joins two components, so no round is ever without a choice."""
+    blocks = marginals.blocks
+    kept = set(measured)
+    joins = [blocks[i].subset for i in measured if len(blocks[i].subset) > 1]
+    candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in kept]
+    rounds = (
+        Forest(marginals.input_dim, joins).components
+        - Forest(marginals.input_dim, joins + [blocks[i].subset for i in candidates]).components
+    )
+    return candidates, rounds
+
+
 def make_spanning_sketch(
     input_domain: dp.Domain,
     input_metric: dp.Metric,
@@ -1382,13 +1397,7 @@ def make_spanning_sketch(
     measured = sorted({int(i) for i in given})
     pairs_of = [b.subset for b in blocks]
     joins = [pairs_of[i] for i in measured if len(pairs_of[i]) > 1]
-    candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in set(measured)]
-    # Kruskal picks as many pairs as the candidates can join components: while fewer are picked,
-    # some candidate joins two components, so no round is ever without a choice
-    rounds = (
-        Forest(marginals.input_dim, joins).components
-        - Forest(marginals.input_dim, joins + [pairs_of[i] for i in candidates]).components
-    )
+    candidates, rounds = _tree_rounds(marginals, measured)
 
     def final_map(chosen: Sequence[int]) -> FeatureMap:
         return _weighted(marginals.take(sorted(measured + [candidates[c] for c in chosen])), one_way_weight)
@@ -1556,7 +1565,8 @@ def _release_table(
             n_jobs=n_jobs,
         )
         if rounds and schema.rows is not None and not auto:
-            _warn_if_tree_is_noise(budget, fm, full, keep, schema.rows, count_fraction, pair_selection)
+            ratio = _tree_ratio(budget, fm, full, keep, schema.rows, count_fraction, pair_selection)
+            _warn_if_tree_is_noise(ratio, schema.rows)
         # with a choice to make, the data is read twice: the candidates' counts, then the release
         return _release_measured(meas, frame, fm, budget, contributions, rows, progress, 2 if rounds else 1)
 
@@ -1622,13 +1632,7 @@ def auto_tree(
     """
     if rows is None:
         return None
-    blocks = full.blocks
-    joins = [blocks[i].subset for i in keep if len(blocks[i].subset) > 1]
-    candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in set(keep)]
-    rounds = (
-        Forest(full.input_dim, joins).components
-        - Forest(full.input_dim, joins + [blocks[i].subset for i in candidates]).components
-    )
+    candidates, rounds = _tree_rounds(full, keep)
     if rounds == 0:
         return None
     shape = _weighted(full.take(sorted([*keep, *candidates[:rounds]])), AUTO_ONE_WAY_WEIGHT)
@@ -1636,18 +1640,9 @@ def auto_tree(
     return DEFAULT_SELECTION_FRACTION if ratio >= AUTO_TREE_SNR else None
 
 
-def _warn_if_tree_is_noise(
-    budget: Budget,
-    fm: FeatureMap,
-    full: Marginals,
-    keep: Sequence[int],
-    rows: int,
-    count_fraction: float,
-    selection_fraction: float,
-) -> None:
-    """Curator side, public inputs only (the budget, the map, the schema's row estimate): warn
-    when the pairs a tree would add are mostly noise at this budget."""
-    ratio = _tree_ratio(budget, fm, full, keep, rows, count_fraction, selection_fraction)
+def _warn_if_tree_is_noise(ratio: float, rows: int) -> None:
+    """Curator side, public inputs only (:func:`_tree_ratio` of the budget, the map and the
+    schema's row estimate): warn when the pairs a tree would add are mostly noise at this budget."""
     if ratio < AUTO_TREE_SNR:
         import warnings
 
