@@ -136,6 +136,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 #: share of ε spent choosing a spanning tree of 2-way marginals (the ``*_select`` systems)
 SELECTION = 0.1
+#: the schema-path systems: ``release_sketch`` keyword arguments on top of every default
+SCHEMA_OPTIONS: dict[str, dict[str, Any]] = {
+    "schema": {},
+    "schema_select": {"pair_selection": SELECTION},
+    "schema_fine64": {"fine_bins": 64, "pair_selection": None},
+}
 #: counts the per-query peer answers (each with ε/N_COUNTS, the share it has to answer them all)
 PER_QUERY_MEASURED = 50
 LABELS = {
@@ -445,14 +451,7 @@ def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, u
     cats = CATEGORICAL.get(name, [])
     frame, schema = schema_frame(name, X, cols, lo, hi)
     t0 = time.perf_counter()
-    selection: dict[str, Any] = (
-        {"pair_selection": SELECTION}
-        if system == "schema_select"
-        else {"fine_bins": 64, "pair_selection": None}
-        if system == "schema_fine64"
-        else {}
-    )
-    sk = dps.release_sketch(frame, schema=schema, epsilon=eps, **selection)
+    sk = dps.release_sketch(frame, schema=schema, epsilon=eps, **SCHEMA_OPTIONS[system])
     est = dps.M2M(sk, seed=seed)
     fit = time.perf_counter() - t0
     width = np.where([j in cats for j in range(lo.size)], 1.0, hi - lo)
@@ -739,7 +738,7 @@ def main(argv: list[str] | None = None) -> None:
                     else run_opendp_polars
                     if system == "opendp_polars"
                     else run_schema
-                    if system in ("schema", "schema_select", "schema_fine64")
+                    if system in SCHEMA_OPTIONS
                     else run_ours
                 )
                 row: dict[str, Any] = {

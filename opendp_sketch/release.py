@@ -816,7 +816,7 @@ def release_sketch(
         none. ``None``: the public rule alone
     :param fine_bins: with a ``schema`` and the automatic map, the bins of every numeric 1-way
         marginal (:func:`auto_feature_map`; e.g. 16 when questions are asked on a known grid of
-        16 equal cells). ``None`` (default): the rule's 32 or 64
+        16 equal cells). ``None`` (default): the rule's 16, 32 or 64
     :param pairs: with a ``schema`` and the automatic map, the 2-way marginals it measures:
         ``"rule"`` (default; where the schema's row estimate says an average cell stands above
         the noise, :func:`auto_marginals`), ``"all"`` (every pair: for regression and
