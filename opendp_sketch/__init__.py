@@ -19,8 +19,10 @@ from .context import release_sketch_in_context
 from .dask import (
     DaskBoxDomain,
     dask_box_domain,
+    dask_table_domain,
     make_dask_feature_sum,
     make_dask_sum_and_count,
+    make_dask_table_sum_and_count,
     then_dask_feature_sum,
 )
 from .domains import NPArray2BoxDomain, box_domain
@@ -96,7 +98,9 @@ from .spark import (  # pyspark itself is imported only when a Spark function ru
     SparkBoxDomain,
     make_spark_feature_sum,
     make_spark_sum_and_count,
+    make_spark_table_sum_and_count,
     spark_box_domain,
+    spark_table_domain,
     then_spark_feature_sum,
 )
 from .streaming import (
@@ -179,6 +183,8 @@ __all__ = [
     "FailedEstimate",
     "then_m2m",
     "dask_box_domain",
+    "dask_table_domain",
+    "make_dask_table_sum_and_count",
     "DaskBoxDomain",
     "make_dask_sum_and_count",
     "make_dask_feature_sum",
@@ -187,6 +193,8 @@ __all__ = [
     "then_private_dask_sketch",
     "release_dask_sketch",
     "spark_box_domain",
+    "spark_table_domain",
+    "make_spark_table_sum_and_count",
     "SparkBoxDomain",
     "make_spark_sum_and_count",
     "make_spark_feature_sum",

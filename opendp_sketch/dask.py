@@ -29,8 +29,9 @@ from opendp.extras._utilities import to_then
 
 from ._fixed import Accumulator
 from ._validate import check_bounds, require_symmetric
-from .domains import DaskBoxDomain
+from .domains import DaskBoxDomain, DaskTableDomain
 from .features.base import FeatureMap, feature_map_from_dict
+from .schema import Schema
 from .transformations import I64_MAX, pair_parts, pair_transformation
 
 __all__ = [
@@ -41,6 +42,9 @@ __all__ = [
     "then_dask_feature_sum",
     "sum_and_count_dask",
     "check_dask_collection",
+    "dask_table_domain",
+    "make_dask_table_sum_and_count",
+    "check_dask_table",
 ]
 
 
@@ -349,3 +353,162 @@ def check_dask_collection(data: Any, d: int, column_names: Sequence[str] | None)
     if data.shape[0] == 0:
         raise ValueError("data is empty (0 rows)")
     return None if column_names is None else [str(c) for c in column_names]
+
+
+# -- tables under a public schema (mixed types: labels, integers, booleans, nulls) ----------
+
+
+def dask_table_domain(schema: Schema) -> dp.Domain:
+    """Domain of Dask DataFrames holding the columns of a public :class:`~opendp_sketch.Schema`.
+
+    Every value is admitted: each worker encodes its partition with the schema
+    (:meth:`~opendp_sketch.Schema.encode`: nulls, NaN, ±inf, out-of-range values and unknown
+    labels go to public values), so nothing raises inside a measurement on this domain.
+    Membership reads the column names only; types and values are the curator's
+    :func:`check_dask_table`. The box is the schema's encoded box.
+
+    >>> import opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> dask_table_domain(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]})).descriptor.column_names
+    ('age', 'cut')
+    """
+    if not isinstance(schema, Schema):
+        raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
+    lo, hi = schema.bounds
+    names = tuple(schema.columns)
+    desc = DaskTableDomain(
+        lower=tuple(lo.tolist()),
+        upper=tuple(hi.tolist()),
+        num_columns=len(names),
+        column_names=names,
+        schema=schema,
+    )
+
+    def _member(x: Any) -> bool:
+        return _is_dask_frame(x) and all(c in x.columns for c in names)
+
+    return dp.user_domain(f"DaskTableDomain(schema={schema.to_dict()})", _member, desc)
+
+
+def _encoded(block: Any, schema: Schema) -> Any:
+    """A pandas partition as the Polars frame the schema reads (text columns value by value)."""
+    from .tables import as_frame
+
+    return as_frame(block[list(schema.columns)]).collect()
+
+
+def _partition_table_stats(block: Any, config: tuple) -> tuple[list[int], int]:
+    """``(Σ q(encode(x)) as Python ints, rows)`` of one pandas partition: encoded by the schema
+    (never raises on values), then summed exactly in the encoded box."""
+    feature_map, schema_spec, n_jobs = config
+    schema = Schema.from_dict(schema_spec)
+    X = schema.encode(_encoded(block, schema))
+    return feature_map.fixed_sum(X, clip=schema.bounds, n_jobs=n_jobs), X.shape[0]
+
+
+def _partition_problems(block: Any, schema_spec: dict[str, Any]) -> tuple[dict[str, dict[str, int]], int]:
+    """Problem counts (:meth:`Schema.problems`) and rows of one partition: for the curator's
+    refusal on the client, never part of a release."""
+    schema = Schema.from_dict(schema_spec)
+    frame = _encoded(block, schema)
+    return schema.problems(frame), frame.height
+
+
+def _table_sum_and_count(
+    data: Any, feature_map: FeatureMap, schema: Schema, n_jobs: int | None
+) -> tuple[np.ndarray, int]:
+    import dask
+
+    config = dask.delayed((feature_map, schema.to_dict(), n_jobs), traverse=False)
+    task = dask.delayed(_partition_table_stats, pure=True)
+    results = dask.compute(*[task(block, config) for block in data[list(schema.columns)].to_delayed()])
+    acc = Accumulator(feature_map.num_features)
+    for part, _ in results:
+        acc.add_exact(part)
+    return acc.clipped(I64_MAX), min(sum(r[1] for r in results), I64_MAX)
+
+
+def make_dask_table_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    n_jobs: int | None = 1,
+) -> dp.Transformation:
+    """The pair ``(Σ q(encode(x_i)), n)`` of a Dask DataFrame under a public schema, in one pass:
+    each worker encodes its partition with the schema (row by row, never raising on values) and
+    sums it exactly, as :func:`~opendp_sketch.tables.make_table_sum_and_count` does in one
+    process; so the stability is ``d_in·Δ_p`` of the map on the encoded box.
+
+    :param input_domain: a :func:`dask_table_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param feature_map: the public feature map on the schema's encoded columns
+    :param n_jobs: threads inside each partition task
+    :return: a Transformation
+    :example:
+
+    >>> import pandas as pd, dask, dask.dataframe as dd, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> schema = dps.Schema({"cut": ["Fair", "Ideal"]})
+    >>> t = make_dask_table_sum_and_count(dask_table_domain(schema), dp.symmetric_distance(),
+    ...                                   dps.Histogram(bounds=schema.bounds, bins=2))
+    >>> frame = dd.from_pandas(pd.DataFrame({"cut": ["Ideal", "Ideal", "Fair", None]}), npartitions=2)
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     s, n = t(frame)
+    >>> s.tolist(), n
+    ([2, 2], 4)
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, DaskTableDomain):
+        raise ValueError(f"input_domain ({input_domain}) must be a dask_table_domain(schema)")
+    require_symmetric(input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if feature_map.input_dim != desc.num_columns:
+        raise ValueError(
+            f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}"
+        )
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
+        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
+    portable = feature_map_from_dict(feature_map.to_dict())
+    schema = desc.schema
+    return pair_transformation(
+        input_domain, input_metric, feature_map, lambda x: _table_sum_and_count(x, portable, schema, n_jobs)
+    )
+
+
+def check_dask_table(data: Any, schema: Schema) -> int:
+    """The curator's checks of a Dask DataFrame under a schema, before anything is released: the
+    columns and their types from the collection's metadata (nothing computed), then one pass
+    counting, per column, nulls, ±inf and unknown labels (:meth:`Schema.problems` on every
+    partition), refused as :meth:`Schema.check` refuses them. Returns the row count (never
+    released).
+
+    :raises ValueError: naming columns, types and the fix, never a data value
+    """
+    import dask
+
+    from .tables import as_frame
+
+    if not _is_dask_frame(data):
+        raise ValueError(f"data must be a dask.dataframe.DataFrame, got {type(data).__name__}")
+    columns = [str(c) for c in data.columns]
+    repeated = sorted({c for c in schema.columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
+    meta = data._meta  # the empty pandas frame of the collection's types
+    schema.check_dtypes(dict(as_frame(meta).collect_schema()))
+    task = dask.delayed(_partition_problems, pure=True)
+    spec = schema.to_dict()
+    results = dask.compute(*[task(block, spec) for block in data[list(schema.columns)].to_delayed()])
+    found: dict[str, dict[str, int]] = {c: {} for c in schema.columns}
+    for part, _ in results:
+        for column, kinds in part.items():
+            for kind, v in kinds.items():
+                found[column][kind] = found[column].get(kind, 0) + int(v)
+    rows = sum(r[1] for r in results)
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    schema.refuse(found)
+    return rows

@@ -24,6 +24,8 @@ __all__ = [
     "ClusterBoxDomain",
     "DaskBoxDomain",
     "TableDomain",
+    "DaskTableDomain",
+    "SparkTableDomain",
     "box_domain",
     "box_descriptor",
     "descriptor_of",
@@ -105,6 +107,18 @@ class TableDomain(BoxDescriptor):
 
     schema: Any
     """the :class:`~opendp_sketch.Schema`"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaskTableDomain(TableDomain):
+    """Descriptor of :func:`~opendp_sketch.dask.dask_table_domain`: Dask DataFrames under a
+    public schema (each partition encoded by the schema on its worker)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkTableDomain(TableDomain):
+    """Descriptor of :func:`~opendp_sketch.spark.spark_table_domain`: Spark DataFrames under a
+    public schema (each partition encoded by the schema on its executor)."""
 
 
 def descriptor_of(domain: dp.Domain) -> BoxDescriptor:

@@ -34,7 +34,14 @@ import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
 from ._validate import check_bounds, check_chunking, check_column_names, check_fraction, check_number
-from .domains import FrameBoxDomain, TableDomain, box_data_bounds, descriptor_of
+from .domains import (
+    DaskTableDomain,
+    FrameBoxDomain,
+    SparkTableDomain,
+    TableDomain,
+    box_data_bounds,
+    descriptor_of,
+)
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .features.byclass import ByClass
 from .features.composite import Composite
@@ -432,7 +439,16 @@ def _pair_source(
     key = (str(input_domain), str(input_metric), chunk_rows, n_jobs)
     cache = feature_map.__dict__.setdefault("_source_cache", {})
     if key not in cache:
-        if isinstance(getattr(input_domain, "descriptor", None), TableDomain):
+        desc = getattr(input_domain, "descriptor", None)
+        if isinstance(desc, SparkTableDomain):  # before TableDomain: a subclass of it
+            from .spark import make_spark_table_sum_and_count
+
+            pair = make_spark_table_sum_and_count(input_domain, input_metric, feature_map, n_jobs=n_jobs)
+        elif isinstance(desc, DaskTableDomain):
+            from .dask import make_dask_table_sum_and_count
+
+            pair = make_dask_table_sum_and_count(input_domain, input_metric, feature_map, n_jobs=n_jobs)
+        elif isinstance(desc, TableDomain):
             from .tables import make_table_sum_and_count
 
             pair = make_table_sum_and_count(
@@ -840,11 +856,7 @@ def release_sketch(
         )
     check_chunking(chunk_rows, n_jobs)  # here too: inside the scale search an error would be swallowed
     if schema is not None:
-        if bounds is not None or impute is not None or column_names is not None or projection is not None:
-            raise ValueError(
-                "with a schema, bounds, null rules and columns come from the schema: "
-                "drop bounds=, impute=, column_names= and projection="
-            )
+        _no_box_arguments(bounds, impute, column_names, projection)
         return _release_table(
             data,
             as_schema(schema),
@@ -859,13 +871,7 @@ def release_sketch(
             fine_bins,
             pairs,
         )
-    if pair_selection not in (None, AUTO_SELECTION) or fine_bins is not None or pairs != "rule":
-        raise ValueError(
-            "pair_selection, fine_bins and pairs shape the automatic map of a schema: give "
-            "schema=dps.Schema({...}) and no feature_map"
-        )
-    if feature_map is None or bounds is None:
-        raise ValueError("give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds")
+    feature_map = _map_and_bounds(feature_map, bounds, pair_selection, fine_bins, pairs)
     count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
     budget = Budget.of(epsilon, delta, rho)
     column_names = check_column_names(column_names)
@@ -928,6 +934,70 @@ def release_sketch(
     return release_once(meas, X, budget, contributions)
 
 
+def _no_box_arguments(bounds: Any, impute: Any, column_names: Any, projection: Any = None) -> None:
+    """With a schema, the box, the null rules and the columns are the schema's."""
+    if bounds is not None or impute is not None or column_names is not None or projection is not None:
+        raise ValueError(
+            "with a schema, bounds, null rules and columns come from the schema: "
+            "drop bounds=, impute=, column_names= and projection="
+        )
+
+
+def _map_and_bounds(
+    feature_map: FeatureMap | None, bounds: Any, pair_selection: Any, fine_bins: Any, pairs: Any
+) -> FeatureMap:
+    """Without a schema: the release needs a map and its bounds, and takes none of the options
+    that shape a schema's automatic map."""
+    if pair_selection not in (None, AUTO_SELECTION) or fine_bins is not None or pairs != "rule":
+        raise ValueError(
+            "pair_selection, fine_bins and pairs shape the automatic map of a schema: give "
+            "schema=dps.Schema({...}) and no feature_map"
+        )
+    if feature_map is None or bounds is None:
+        raise ValueError("give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds")
+    return feature_map
+
+
+def _release_cluster_table(
+    backend: Literal["dask", "spark"],
+    data: Any,
+    feature_map: FeatureMap | None,
+    schema: Any,
+    epsilon: float | None,
+    delta: float | None,
+    rho: float | None,
+    contributions: int,
+    count_fraction: float,
+    n_jobs: int | None,
+    pair_selection: float | str | None,
+    fine_bins: int | None,
+    pairs: str,
+    bounds: Any,
+    impute: Any,
+    column_names: Any,
+) -> Sketch:
+    """:func:`release_dask_sketch` / :func:`release_spark_sketch` with a schema: the path of
+    :func:`release_sketch` with a schema (the automatic map, its bin rule and its tree), the
+    table checked and summed on the cluster."""
+    _no_box_arguments(bounds, impute, column_names)
+    check_chunking(DEFAULT_CHUNK_ROWS, n_jobs)
+    return _release_table(
+        data,
+        as_schema(schema),
+        feature_map,
+        Budget.of(epsilon, delta, rho),
+        contributions,
+        count_fraction,
+        DEFAULT_CHUNK_ROWS,
+        n_jobs,
+        None,
+        pair_selection,
+        fine_bins,
+        pairs,
+        backend=backend,
+    )
+
+
 def as_schema(schema: Any) -> Schema:
     """A :class:`~opendp_sketch.Schema` from itself, its dict, or a JSON file path / text."""
     if isinstance(schema, Schema):
@@ -957,10 +1027,11 @@ def auto_marginals(
     r"""Every 1-way marginal, and the 2-way marginals when a public row estimate says they pay.
 
     Without ``rows`` or a budget: every 1-way and every 2-way marginal, the 2-way ones with
-    ``AUTO_PAIR_BINS = 8`` bins per numeric column (categories and small integer columns keep
-    theirs). With both, the 2-way marginals get ``AUTO_MAX_PAIR_BINS = 16`` bins per numeric
-    column (at most ``fine_bins``), and a pair is measured only if its average cell holds at least
-    ``AUTO_PAIR_SNR = 3√2 ≈ 4.2`` noise standard deviations of rows:
+    ``AUTO_PAIR_BINS = 8`` bins per numeric column (categories keep theirs, integer columns with
+    at most 16 values theirs). With both, the 2-way marginals get
+    ``AUTO_MAX_PAIR_BINS = 16`` bins per numeric column (at most ``fine_bins``), and a pair is
+    measured only if its average cell holds at least ``AUTO_PAIR_SNR = 3√2 ≈ 4.2`` noise
+    standard deviations of rows:
 
     ``rows / (cells of the pair) ≥ 3√2 · σ``, with ``σ`` the noise std of one cell for the map
     with every pair (L1/L2 sensitivity: the number of blocks / its square root) and the sum's
@@ -1133,6 +1204,7 @@ def _auto_blocks(
             coarse_bins=c,
             levels=levels,
             bound_cells=bound_cells,
+            pair_levels=AUTO_MAX_PAIR_BINS,
         )
 
     def ones(fm: Marginals) -> list[int]:
@@ -1200,7 +1272,7 @@ def auto_feature_map(
     The rule (:func:`~opendp_sketch.release.auto_marginals` on the encoded box): every column's
     1-way marginal (32 equal bins of a numeric column's public range, one cell per category, and
     one bin per value of a linear integer column with at most 32 values) and every 2-way marginal
-    at 8×8 bins; when the schema carries a public ``rows`` estimate, the 2-way marginals are
+    at 8×8 bins (an integer column keeps one bin per value there up to 16 values); when the schema carries a public ``rows`` estimate, the 2-way marginals are
     measured at 16×16 if the budget leaves an average cell well above its noise, and left out
     otherwise. Numeric 1-way marginals then get 64 bins when every pair is measured and an average
     cell of 64 still holds 8 noise std's of rows, and the pairs' 16 bins when the budget leaves
@@ -1497,11 +1569,11 @@ def _release_table(
     pair_selection: float | str | None = None,
     fine_bins: int | None = None,
     pairs: str = "rule",
+    backend: Literal["local", "dask", "spark"] = "local",
 ) -> Sketch:
-    """A table under a public schema: checked by the schema (one pass), then released once."""
-    import polars as pl
-
-    from .tables import as_frame, table_domain
+    """A table under a public schema: checked by the schema (one pass), then released once.
+    ``backend``: where the table lives (any table :func:`~opendp_sketch.tables.as_frame`
+    reads, a Dask DataFrame, a Spark DataFrame); everything else is the same."""
 
     if fine_bins is not None and feature_map is not None:
         raise ValueError("fine_bins shapes the automatic map: drop feature_map= or fine_bins=")
@@ -1539,17 +1611,7 @@ def _release_table(
     count_fraction = check_release_arguments(fm, contributions, count_fraction)
     if fm.input_dim != len(schema):
         raise ValueError(f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}")
-    frame = as_frame(data, schema.columns)
-    try:
-        if frame.head(1).collect().height == 0:  # before dtypes: a header-only CSV reads as text
-            raise ValueError("data is empty (0 rows)")
-        schema.check(frame)  # the curator's side: dtypes, then nulls/inf/labels the rules do not cover
-        rows = int(frame.select(pl.len()).collect().item())
-    except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only
-        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
-    if rows == 0:
-        raise ValueError("data is empty (0 rows)")
-    domain = table_domain(schema)
+    frame, domain, rows = _checked_table(data, schema, backend)
     if pair_selection is not None:
         meas, fm, rounds = make_spanning_sketch(
             domain,
@@ -1576,6 +1638,35 @@ def _release_table(
         )
 
     return _release_streamed(build, frame, fm, budget, contributions, rows, progress)
+
+
+def _checked_table(data: Any, schema: Schema, backend: str) -> tuple[Any, dp.Domain, int]:
+    """The curator's side of a schema release, before any measurement is built: the table
+    checked by the schema (dtypes, then one pass refusing nulls, ±inf and unknown labels the
+    rules do not cover), its domain and its row count (never released)."""
+    if backend == "spark":
+        from .spark import check_spark_table, spark_table_domain
+
+        return data, spark_table_domain(schema), check_spark_table(data, schema)
+    if backend == "dask":
+        from .dask import check_dask_table, dask_table_domain
+
+        return data, dask_table_domain(schema), check_dask_table(data, schema)
+    import polars as pl
+
+    from .tables import as_frame, table_domain
+
+    frame = as_frame(data, schema.columns)
+    try:
+        if frame.head(1).collect().height == 0:  # before dtypes: a header-only CSV reads as text
+            raise ValueError("data is empty (0 rows)")
+        schema.check(frame)  # the curator's side: dtypes, then nulls/inf/labels the rules do not cover
+        rows = int(frame.select(pl.len()).collect().item())
+    except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    return frame, table_domain(schema), rows
 
 
 def _tree_ratio(
@@ -1762,9 +1853,10 @@ def _release_frame(
 
 def release_dask_sketch(
     data: Any,
-    feature_map: FeatureMap,
-    bounds: Any,
+    feature_map: FeatureMap | None = None,
+    bounds: Any = None,
     *,
+    schema: Any = None,
     epsilon: float | None = None,
     delta: float | None = None,
     rho: float | None = None,
@@ -1773,6 +1865,9 @@ def release_dask_sketch(
     count_fraction: float = DEFAULT_COUNT_FRACTION,
     impute: float | Sequence[float] | None = None,
     n_jobs: int | None = 1,
+    pair_selection: float | Literal["auto"] | None = "auto",
+    fine_bins: int | None = None,
+    pairs: PairsRule = "rule",
 ) -> Sketch:
     r""":func:`release_sketch` for a Dask array or DataFrame, in one pass over the cluster.
 
@@ -1784,9 +1879,21 @@ def release_dask_sketch(
     the noise is drawn. A refused call releases nothing, and no error shows a data value.
     Runs on the current Dask scheduler (a ``distributed.Client`` if one is active).
 
+    **With a public** ``schema``, a Dask DataFrame of any column kinds (numbers, integers, text
+    labels, booleans, nulls) is released as :func:`release_sketch` releases a table with a
+    schema: the automatic map (or ``feature_map`` on the encoded columns), its bin rule and,
+    where it pays, its private tree of pairs (``pair_selection``, ``fine_bins``, ``pairs``).
+    Each worker encodes its partition with the schema; a first pass counts, per column, the
+    nulls, ``±inf`` and unknown labels the schema's rules do not cover, refused on the client
+    before anything is released (:func:`~opendp_sketch.dask.check_dask_table`).
+
     :param data: ``dask.array.Array`` ``(n, d)`` or ``dask.dataframe.DataFrame``
-    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
-    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column);
+        with a ``schema`` optional (chosen from it)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped (not with a
+        ``schema``, which holds them)
+    :param schema: the public table schema (a :class:`~opendp_sketch.Schema`, its dict, or a
+        JSON path); the sketch records it, so every estimator answers in the table's units
     :param epsilon: ε
     :param delta: δ (switches to Gaussian noise)
     :param rho: ρ for zCDP (Gaussian noise)
@@ -1795,6 +1902,9 @@ def release_dask_sketch(
     :param count_fraction: share of the budget for the count
     :param impute: public value(s) replacing NaN; without it NaN/inf are refused
     :param n_jobs: threads inside each partition task
+    :param pair_selection: with a ``schema``: as in :func:`release_sketch`
+    :param fine_bins: with a ``schema``: as in :func:`release_sketch`
+    :param pairs: with a ``schema``: as in :func:`release_sketch`
     :return: the released :class:`~opendp_sketch.Sketch`
     :raises ValueError: on bad parameters or data (nothing is released)
     :example:
@@ -1807,8 +1917,29 @@ def release_dask_sketch(
     ...                                  bounds=(0, 1), epsilon=1.0)
     >>> sk.privacy["epsilon"] <= 1.0, sk.sum.shape
     (True, (8,))
+
+    A mixed-type Dask DataFrame under a schema, answered in its units and labels:
+
+    >>> import numpy as np, pandas as pd, dask.dataframe as dd
+    >>> rng = np.random.default_rng(1)
+    >>> pdf = pd.DataFrame({"age": rng.integers(18, 90, 4000),
+    ...                     "cut": rng.choice(["Fair", "Ideal"], 4000, p=[0.3, 0.7])})
+    >>> schema = dps.Schema({"age": dps.Numeric(18, 90, integer=True), "cut": ["Fair", "Ideal"]},
+    ...                     rows=4000)
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     sk = dps.release_dask_sketch(dd.from_pandas(pdf, npartitions=3), schema=schema, epsilon=1.0)
+    >>> shares = dps.M2M(sk, seed=0).shares("cut")
+    >>> shares["cut"].to_list(), 0.6 < shares["share"][1] < 0.8
+    (['Fair', 'Ideal'], True)
     """
     from .dask import check_dask_collection, dask_box_domain, make_dask_sum_and_count, sum_and_count_dask
+
+    if schema is not None:
+        return _release_cluster_table(
+            "dask", data, feature_map, schema, epsilon, delta, rho, contributions, count_fraction, n_jobs,
+            pair_selection, fine_bins, pairs, bounds, impute, column_names,
+        )  # fmt: skip
+    feature_map = _map_and_bounds(feature_map, bounds, pair_selection, fine_bins, pairs)
 
     count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
     budget = Budget.of(epsilon, delta, rho)
@@ -1826,9 +1957,10 @@ def release_dask_sketch(
 
 def release_spark_sketch(
     data: Any,
-    feature_map: FeatureMap,
-    bounds: Any,
+    feature_map: FeatureMap | None = None,
+    bounds: Any = None,
     *,
+    schema: Any = None,
     epsilon: float | None = None,
     delta: float | None = None,
     rho: float | None = None,
@@ -1837,6 +1969,9 @@ def release_spark_sketch(
     count_fraction: float = DEFAULT_COUNT_FRACTION,
     impute: float | Sequence[float] | None = None,
     n_jobs: int | None = 1,
+    pair_selection: float | Literal["auto"] | None = "auto",
+    fine_bins: int | None = None,
+    pairs: PairsRule = "rule",
 ) -> Sketch:
     r""":func:`release_sketch` for a Spark DataFrame, in one Spark job.
 
@@ -1849,9 +1984,23 @@ def release_spark_sketch(
     DataFrame, are refused on the driver **before** the noise is drawn. A refused call releases
     nothing, and no error shows a data value.
 
+    **With a public** ``schema``, a Spark DataFrame of any column kinds (numbers, integers,
+    string labels, booleans, nulls) is released as :func:`release_sketch` releases a table with
+    a schema: the automatic map (or ``feature_map`` on the encoded columns), its bin rule and,
+    where it pays, its private tree of pairs (``pair_selection``, ``fine_bins``, ``pairs``).
+    Each executor reads its partition as Arrow batches and encodes them with the schema (sent as
+    JSON); a first job counts, per column, the nulls, ``±inf`` and unknown labels the schema's
+    rules do not cover, refused on the driver before anything is released
+    (:func:`~opendp_sketch.spark.check_spark_table`). The sketch records the schema, so every
+    estimator answers in the table's units and labels.
+
     :param data: a ``pyspark.sql.DataFrame``
-    :param feature_map: the public feature map (``ByClass`` expects the label as last column)
-    :param bounds: public ``(lower, upper)`` per column; values outside are clipped
+    :param feature_map: the public feature map (``ByClass`` expects the label as last column);
+        with a ``schema`` optional (chosen from it)
+    :param bounds: public ``(lower, upper)`` per column; values outside are clipped (not with a
+        ``schema``, which holds them)
+    :param schema: the public table schema (a :class:`~opendp_sketch.Schema`, its dict, or a
+        JSON path)
     :param epsilon: ε
     :param delta: δ (switches to Gaussian noise)
     :param rho: ρ for zCDP (Gaussian noise)
@@ -1860,10 +2009,20 @@ def release_spark_sketch(
     :param count_fraction: share of the budget for the count
     :param impute: public value(s) replacing null/NaN; without it null/NaN/inf are refused
     :param n_jobs: threads inside each partition task
+    :param pair_selection: with a ``schema``: as in :func:`release_sketch`
+    :param fine_bins: with a ``schema``: as in :func:`release_sketch`
+    :param pairs: with a ``schema``: as in :func:`release_sketch`
     :return: the released :class:`~opendp_sketch.Sketch`
     :raises ValueError: on bad parameters or data (nothing is released)
     """
     from .spark import check_spark_frame, make_spark_sum_and_count, spark_box_domain, sum_and_count_spark
+
+    if schema is not None:
+        return _release_cluster_table(
+            "spark", data, feature_map, schema, epsilon, delta, rho, contributions, count_fraction, n_jobs,
+            pair_selection, fine_bins, pairs, bounds, impute, column_names,
+        )  # fmt: skip
+    feature_map = _map_and_bounds(feature_map, bounds, pair_selection, fine_bins, pairs)
 
     count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
     budget = Budget.of(epsilon, delta, rho)

@@ -468,7 +468,23 @@ class Schema:
         """
         lf = frame.lazy()
         self.check_dtypes(lf.collect_schema())
-        found = self.problems(lf)
+        self.refuse(self.problems(lf))
+
+    def refuse(self, found: Mapping[str, Mapping[str, int]]) -> None:
+        """The refusals of :meth:`check` from counts of :meth:`problems` (summed over the
+        partitions of a cluster table, for instance): nulls without a null rule, ±inf, and
+        unknown labels without a null rule.
+
+        >>> s = Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]})
+        >>> s.refuse({"age": {"null": 0, "inf": 0, "outside": 3}, "cut": {"null": 0, "unknown": 0}})
+        >>> s.refuse({"age": {"null": 2}, "cut": {}})
+        Traceback (most recent call last):
+        ...
+        ValueError: columns ['age'] contain nulls (or NaN) and have no null rule; ...
+
+        :raises ValueError: naming the columns and the fix (never a data value)
+        """
+        found = {n: found.get(n, {}) for n in self._columns}
         nulls = [n for n, c in self._columns.items() if found[n].get("null") and _no_null_rule(c)]
         if nulls:
             raise ValueError(

@@ -39,8 +39,9 @@ from opendp.extras._utilities import to_then
 
 from ._fixed import Accumulator
 from ._validate import check_bounds, require_symmetric
-from .domains import ClusterBoxDomain
+from .domains import ClusterBoxDomain, SparkTableDomain
 from .features.base import FeatureMap, feature_map_from_dict
+from .schema import Schema
 from .transformations import I64_MAX, pair_parts, pair_transformation
 
 __all__ = [
@@ -51,6 +52,9 @@ __all__ = [
     "then_spark_feature_sum",
     "sum_and_count_spark",
     "check_spark_frame",
+    "spark_table_domain",
+    "make_spark_table_sum_and_count",
+    "check_spark_table",
 ]
 
 #: rows handed to one ``fixed_sum`` call on an executor: Arrow batches (10 000 rows by default)
@@ -58,6 +62,9 @@ __all__ = [
 BLOCK_ROWS = 1 << 16
 #: what each partition task returns: one row of exact totals
 _RESULT_SCHEMA = "sums string, rows long, nan boolean, inf boolean"
+#: ... of a table under a schema: its exact totals; and of the curator's check: the problem counts
+_TABLE_RESULT_SCHEMA = "sums string, rows long"
+_PROBLEMS_SCHEMA = "problems string, rows long"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -409,3 +416,229 @@ def check_spark_frame(data: Any, d: int, column_names: Sequence[str] | None) -> 
     if len(cols) != d:
         raise ValueError(f"data has {len(cols)} columns but the feature map expects {d}")
     return cols
+
+
+# -- tables under a public schema (mixed types: labels, integers, booleans, nulls) ----------
+
+
+def spark_table_domain(schema: Schema) -> dp.Domain:
+    """Domain of Spark DataFrames holding the columns of a public :class:`~opendp_sketch.Schema`.
+
+    Every value is admitted: each executor encodes its partition with the schema
+    (:meth:`~opendp_sketch.Schema.encode`: nulls, NaN, ±inf, out-of-range values and unknown
+    labels go to public values), so nothing raises inside a measurement on this domain. Membership
+    reads the DataFrame's column names only; their types and values are the curator's
+    :func:`check_spark_table`. The box is the schema's encoded box.
+
+    >>> import opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> dom = spark_table_domain(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))
+    >>> dom.descriptor.column_names, dom.descriptor.upper
+    (('age', 'cut'), (1.0, 1.0))
+    """
+    if not isinstance(schema, Schema):
+        raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
+    lo, hi = schema.bounds
+    names = tuple(schema.columns)
+    desc = SparkTableDomain(
+        lower=tuple(lo.tolist()),
+        upper=tuple(hi.tolist()),
+        num_columns=len(names),
+        column_names=names,
+        schema=schema,
+    )
+
+    def _member(x: Any) -> bool:
+        return _is_spark_frame(x) and all(c in x.columns for c in names)
+
+    return dp.user_domain(f"SparkTableDomain(schema={schema.to_dict()})", _member, desc)
+
+
+_EXECUTOR_SCHEMAS: dict[str, Schema] = {}
+
+
+def _executor_schema(spec: str) -> Schema:
+    """The schema of a JSON spec, rebuilt once per Python worker (no pickled objects)."""
+    schema = _EXECUTOR_SCHEMAS.get(spec)
+    if schema is None:
+        if len(_EXECUTOR_SCHEMAS) >= 8:
+            _EXECUTOR_SCHEMAS.clear()
+        schema = _EXECUTOR_SCHEMAS[spec] = Schema.from_dict(json.loads(spec))
+    return schema
+
+
+def _table_frames(batches: Iterator[Any]) -> Iterator[Any]:
+    """Arrow batches as Polars frames of about :data:`BLOCK_ROWS` rows (small batches gathered)."""
+    import polars as pl
+    import pyarrow as pa
+
+    pending: list[Any] = []
+    size = 0
+    for batch in batches:
+        if batch.num_rows:
+            pending.append(batch)
+            size += batch.num_rows
+        if size >= BLOCK_ROWS:
+            yield pl.from_arrow(pa.Table.from_batches(pending))
+            pending, size = [], 0
+    if size:
+        yield pl.from_arrow(pa.Table.from_batches(pending))
+
+
+def _partition_table_stats(
+    batches: Iterator[Any], spec: str, schema_spec: str, n_jobs: int | None
+) -> Iterator[Any]:
+    """One Arrow row ``(Σ q(encode(x)) as decimal text, rows)`` per partition: each block
+    encoded by the schema (never raises on values), then the exact integer sum in the encoded
+    box. Yields exactly one row, also for an empty partition."""
+    import pyarrow as pa
+
+    fm, schema = _executor_map(spec), _executor_schema(schema_spec)
+    box = schema.bounds
+    acc = Accumulator(fm.num_features)
+    rows = 0
+    for frame in _table_frames(batches):
+        acc.add_exact(fm.fixed_sum(schema.encode(frame), clip=box, n_jobs=n_jobs))
+        rows += frame.height
+    yield pa.RecordBatch.from_pydict({"sums": [",".join(map(str, acc.total()))], "rows": [rows]})
+
+
+def _partition_problems(batches: Iterator[Any], schema_spec: str) -> Iterator[Any]:
+    """One Arrow row ``(problem counts as JSON, rows)`` per partition (:meth:`Schema.problems`):
+    for the curator's refusal on the driver, never part of a release."""
+    import pyarrow as pa
+
+    schema = _executor_schema(schema_spec)
+    totals: dict[str, dict[str, int]] = {c: {} for c in schema.columns}
+    rows = 0
+    for frame in _table_frames(batches):
+        for column, kinds in schema.problems(frame).items():
+            for kind, v in kinds.items():
+                totals[column][kind] = totals[column].get(kind, 0) + int(v)
+        rows += frame.height
+    yield pa.RecordBatch.from_pydict({"problems": [json.dumps(totals)], "rows": [rows]})
+
+
+def _table_columns(names: Sequence[str]) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    # backquoted: a dot in a name is part of the name, not a struct field access; no cast, the
+    # schema reads each type on the executor
+    return [F.col("`" + c.replace("`", "``") + "`") for c in names]
+
+
+def _table_sum_and_count(
+    data: Any, names: Sequence[str], spec: str, schema_spec: str, num_features: int, n_jobs: int | None
+) -> tuple[np.ndarray, int]:
+    """One Spark job encoding and summing every partition; the totals combined exactly on the
+    driver. Never raises on values."""
+    task = functools.partial(_partition_table_stats, spec=spec, schema_spec=schema_spec, n_jobs=n_jobs)
+    results = data.select(*_table_columns(names)).mapInArrow(task, _TABLE_RESULT_SCHEMA).collect()
+    acc = Accumulator(num_features)
+    for r in results:
+        acc.add_exact([int(v) for v in r["sums"].split(",")])
+    return acc.clipped(I64_MAX), min(sum(int(r["rows"]) for r in results), I64_MAX)
+
+
+def make_spark_table_sum_and_count(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: FeatureMap,
+    n_jobs: int | None = 1,
+) -> dp.Transformation:
+    """The pair ``(Σ q(encode(x_i)), n)`` of a Spark DataFrame under a public schema, in **one**
+    Spark job: each executor encodes its rows with the schema (row by row, never raising on
+    values) and sums them exactly, as :func:`~opendp_sketch.tables.make_table_sum_and_count`
+    does in one process; so the stability is ``d_in·Δ_p`` of the map on the encoded box. The
+    schema and the map travel as JSON.
+
+    :param input_domain: a :func:`spark_table_domain`
+    :param input_metric: ``dp.symmetric_distance()``
+    :param feature_map: the public feature map on the schema's encoded columns
+    :param n_jobs: threads inside each partition task
+    :return: a Transformation
+    :example:
+
+    >>> import opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> schema = dps.Schema({"cut": ["Fair", "Ideal"]})
+    >>> t = make_spark_table_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(),
+    ...                                    dps.Histogram(bounds=schema.bounds, bins=2))
+    >>> t.map(2)
+    2
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, SparkTableDomain):
+        raise ValueError(f"input_domain ({input_domain}) must be a spark_table_domain(schema)")
+    require_symmetric(input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    if feature_map.input_dim != desc.num_columns:
+        raise ValueError(
+            f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}"
+        )
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
+        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    spec, schema_spec, m = _portable(feature_map), json.dumps(desc.schema.to_dict()), feature_map.num_features
+    names = list(desc.schema.columns)
+    return pair_transformation(
+        input_domain,
+        input_metric,
+        feature_map,
+        lambda x: _table_sum_and_count(x, names, spec, schema_spec, m, n_jobs),
+    )
+
+
+def _polars_dtype(data_type: Any) -> Any:
+    """The Polars dtype a Spark column type reads as (for :meth:`Schema.check_dtypes`)."""
+    import polars as pl
+
+    name = type(data_type).__name__
+    return {
+        "ByteType": pl.Int8,
+        "ShortType": pl.Int16,
+        "IntegerType": pl.Int32,
+        "LongType": pl.Int64,
+        "FloatType": pl.Float32,
+        "DoubleType": pl.Float64,
+        "DecimalType": pl.Float64,
+        "BooleanType": pl.Boolean,
+        "StringType": pl.String,
+        "VarcharType": pl.String,
+        "CharType": pl.String,
+        "NullType": pl.Null,
+        "DateType": pl.Date,
+        "TimestampType": pl.Datetime,
+        "TimestampNTZType": pl.Datetime,
+        "BinaryType": pl.Binary,
+    }.get(name, pl.Object)
+
+
+def check_spark_table(data: Any, schema: Schema) -> int:
+    """The curator's checks of a Spark DataFrame under a schema, before anything is released:
+    the columns and their types from the DataFrame's schema (no job), then one job counting, per
+    column, nulls, ±inf and unknown labels (:meth:`Schema.problems` on every partition), refused
+    as :meth:`Schema.check` refuses them. Returns the row count (never released).
+
+    :raises ValueError: naming columns, types and the fix, never a data value
+    """
+    if not _is_spark_frame(data):
+        raise ValueError(f"data must be a pyspark.sql.DataFrame, got {type(data).__name__}")
+    columns = [str(c) for c in data.columns]
+    repeated = sorted({c for c in schema.columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
+    schema.check_dtypes({c: _polars_dtype(t) for c, t in _column_types(data).items()})
+    task = functools.partial(_partition_problems, schema_spec=json.dumps(schema.to_dict()))
+    results = data.select(*_table_columns(schema.columns)).mapInArrow(task, _PROBLEMS_SCHEMA).collect()
+    found: dict[str, dict[str, int]] = {c: {} for c in schema.columns}
+    for r in results:
+        for column, kinds in json.loads(r["problems"]).items():
+            for kind, v in kinds.items():
+                found[column][kind] = found[column].get(kind, 0) + int(v)
+    rows = sum(int(r["rows"]) for r in results)
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    schema.refuse(found)
+    return rows

@@ -409,6 +409,7 @@ class Marginals(OneHotFeatureMap):
         dim: int | None = None,
         levels: Mapping[int, int] | None = None,
         bound_cells: float | None = None,
+        pair_levels: int | None = None,
     ) -> Marginals:
         r"""Marginals chosen from public information only: every 1-way and as many 2-way as fit.
 
@@ -432,10 +433,14 @@ class Marginals(OneHotFeatureMap):
         :param dim: number of columns (needed only when both bounds are scalars)
         :param levels: ``{column: K}`` for numeric columns that take ``K`` equally spaced public
             values (small integer ranges): ``K`` bins in every marginal, one value per bin
+            (in 2-way marginals up to ``pair_levels``)
         :param bound_cells: ``δ`` in ``(0, 1/(2·fine_bins))``: the 1-way marginal of every other
             numeric column gets two more cells, ``[lo, lo + δw)`` and ``[hi − δw, hi]``
             (``w = hi − lo``), cut from its end bins: rows at a bound (clipped values, zeros of a
             count) are measured apart from the rest of their bin, so a decoder puts them there
+        :param pair_levels: the most values a ``levels`` column keeps one bin each for in the
+            2-way marginals; one with more gets ``c`` equal bins there, like any numeric column
+            (each a run of neighbouring values). ``None`` (default): one bin per value everywhere
         :raises ValueError: if the 1-way marginals alone exceed ``max_cells``
         :example:
 
@@ -479,8 +484,13 @@ class Marginals(OneHotFeatureMap):
                     bins[j] = [[float(lo[j]) + delta * w, *inner, float(hi[j]) - delta * w]]
         pairs = list(itertools.combinations(range(d), 2))
 
+        wide = set()
+        if pair_levels is not None:
+            most = check_positive_int(pair_levels, "pair_levels")
+            wide = {j for j, k in fixed.items() if j not in cats and k > most}
+
         def shape(pair: tuple[int, int], c: int) -> tuple[int, int]:
-            return (fixed.get(pair[0], c), fixed.get(pair[1], c))
+            return tuple(c if j in wide else fixed.get(j, c) for j in pair)  # type: ignore[return-value]
 
         c = coarse
         while c > 2 and sum(ones) + sum(math.prod(shape(p, c)) for p in pairs) > budget:

@@ -425,3 +425,35 @@ def test_jl_projection_chained_into_a_release_takes_any_row(base, kind):
         assert isinstance(meas(base), dps.Sketch) and isinstance(meas(X2), dps.Sketch)
     lo, hi = t.output_domain.descriptor.bounds
     assert np.array_equal(Y2[:-1], Y) and ((Y2[-1] >= lo) & (Y2[-1] <= hi)).all()
+
+
+@pytest.mark.parametrize("kind", list(MIXED_KINDS))
+def test_dask_schema_table_neighbours_within_sensitivity_and_same_kind_of_outcome(kind):
+    """The schema path on Dask: as on one machine, the measurement releases on both neighbours
+    within the sensitivity, and the one-call release releases on both or refuses the neighbour
+    on the client before anything is built."""
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+
+    from opendp_sketch.dask import dask_table_domain, make_dask_table_sum_and_count
+
+    fm = dps.auto_feature_map(MIXED, pairs="all")
+    dom = dask_table_domain(MIXED)
+    pair = make_dask_table_sum_and_count(dom, dp.symmetric_distance(), fm)
+    meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=1.0)
+    a = dd.from_pandas(_mixed().to_pandas(), npartitions=3)
+    b = dd.from_pandas(_mixed(row=MIXED_KINDS[kind]).to_pandas(), npartitions=3)
+    with dask.config.set(scheduler="synchronous"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert isinstance(meas(a), dps.Sketch) and isinstance(meas(b), dps.Sketch)
+        (sa, na), (sb, nb) = pair(a), pair(b)
+        assert nb - na == 1
+        for p in (1, 2):
+            assert_within_sensitivity(fm, sa, sb, p)
+        assert isinstance(dps.release_dask_sketch(a, schema=MIXED, epsilon=1.0), dps.Sketch)
+        try:
+            out = dps.release_dask_sketch(b, schema=MIXED, epsilon=1.0)
+        except ValueError as e:
+            assert not isinstance(e, dp.OpenDPException) and kind in ("null x", "nan x", "+inf x"), (kind, e)
+            return
+    assert isinstance(out, dps.Sketch) and kind not in ("null x", "nan x", "+inf x")

@@ -167,3 +167,58 @@ def test_release_spark_sketch_same_kind_of_outcome(spark, base, base_releases, k
         assert "infinite" in outcome, outcome  # inf is refused with or without impute
     else:
         assert outcome == "released", outcome
+
+
+#: a table under a schema: one more row of each kind (values the schema's rules must handle)
+MIXED = dps.Schema({"x": (0.0, 1.0), "c": dps.Categorical(["a", "b"], null="category")})
+MIXED_KINDS = {
+    "null x": (None, "a"),
+    "nan x": (math.nan, "a"),
+    "+inf x": (math.inf, "a"),
+    "-1e308 x": (-1e308, "a"),
+    "null c": (0.5, None),
+    "unknown c": (0.5, "zzz"),
+    "empty c": (0.5, ""),
+}
+#: refused by the curator's check (no null rule for x; ±inf never), before anything is built
+MIXED_REFUSED = {"null x", "nan x", "+inf x"}
+
+
+def _mixed_frame(spark, row=None):
+    rng = np.random.default_rng(3)
+    rows = [(float(x), str(c)) for x, c in zip(rng.uniform(0, 1, 40), rng.choice(["a", "b"], 40))]
+    if row is not None:
+        rows.append(row)
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), "x double, c string")
+
+
+@pytest.mark.parametrize("kind", list(MIXED_KINDS))
+def test_schema_table_neighbours_within_sensitivity_and_same_kind_of_outcome(spark, kind):
+    """The schema path on Spark: the measurement releases on both neighbours and its exact sums
+    differ within the sensitivity (p = 1, 2); the one-call release releases on both or refuses
+    the neighbour on the driver, with a ``ValueError`` naming the fix, before anything is built."""
+    import warnings
+
+    from opendp_sketch.spark import make_spark_table_sum_and_count, spark_table_domain
+
+    fm = dps.auto_feature_map(MIXED, pairs="all")
+    dom = spark_table_domain(MIXED)
+    pair = make_spark_table_sum_and_count(dom, dp.symmetric_distance(), fm)
+    meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=1.0)
+    a, b = _mixed_frame(spark), _mixed_frame(spark, MIXED_KINDS[kind])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # PySpark's own notice about the installed pandas (on every first Arrow task, whatever the data)
+        warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
+        assert isinstance(meas(a), dps.Sketch) and isinstance(meas(b), dps.Sketch)
+    (sa, na), (sb, nb) = pair(a), pair(b)
+    assert nb - na == 1
+    for p in (1, 2):
+        assert_within_sensitivity(fm, sa, sb, p)
+    assert isinstance(dps.release_spark_sketch(a, schema=MIXED, epsilon=1.0), dps.Sketch)
+    try:
+        out = dps.release_spark_sketch(b, schema=MIXED, epsilon=1.0)
+    except ValueError as e:
+        assert not isinstance(e, dp.OpenDPException) and kind in MIXED_REFUSED, (kind, e)
+        return
+    assert isinstance(out, dps.Sketch) and kind not in MIXED_REFUSED

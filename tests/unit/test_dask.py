@@ -266,3 +266,104 @@ def test_local_cluster_two_workers(rng):
             Xd = da.where(da.isinf(Xd), 0.0, Xd)
             sk = dps.release_dask_sketch(Xd, fm, BOX, epsilon=1.0)
     assert sk.privacy["epsilon"] <= 1.0 and sk.sum.shape == (fm.num_features,)
+
+
+# -- DataFrames under a public schema ---------------------------------------------------------
+
+
+def _mixed(rng: np.random.Generator, n: int):
+    """A pandas frame of every kind the schema's rules cover: out-of-range integers, null and
+    NaN numbers, null and unknown labels (object column), null booleans; and its schema."""
+    pd = pytest.importorskip("pandas")
+    cut = np.array([None, "Fair", "Good", "Ideal", "Ideal", "Premium"], dtype=object)[rng.integers(0, 6, n)]
+    income = rng.lognormal(10, 1, n)
+    income[::17] = np.nan
+    member = pd.array(rng.integers(0, 2, n).astype(bool), dtype="boolean")
+    member[::19] = pd.NA
+    frame = pd.DataFrame({"age": rng.integers(10, 100, n), "income": income, "cut": cut, "member": member})
+    schema = dps.Schema(
+        {
+            "age": dps.Numeric(18, 90, integer=True),
+            "income": dps.Numeric(0, 1e5, impute=0.0),
+            "cut": dps.Categorical(["Fair", "Good", "Ideal"], null="category"),
+            "member": dps.Boolean(null=False),
+        },
+        rows=n,
+    )
+    return frame, schema
+
+
+def test_schema_table_sum_identical_to_the_in_memory_table_for_every_partitioning(rng):
+    dd = pytest.importorskip("dask.dataframe")
+    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+
+    frame, schema = _mixed(rng, 300)
+    fm = dps.auto_feature_map(schema)
+    ref = make_table_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm)(frame)
+    t = dsk.make_dask_table_sum_and_count(dsk.dask_table_domain(schema), dp.symmetric_distance(), fm)
+    for partitions in (1, 3, 7):
+        s, n = t(dd.from_pandas(frame, npartitions=partitions))
+        assert list(s) == list(ref[0]) and n == ref[1] == 300
+    extra = frame.assign(note="x")[["note", "cut", "member", "income", "age"]]  # by name, any order
+    assert list(t(dd.from_pandas(extra, npartitions=2))[0]) == list(ref[0])
+
+
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"rho": 0.5}])
+def test_schema_release_matches_release_sketch(rng, spy_release, budget):
+    dd = pytest.importorskip("dask.dataframe")
+    frame, schema = _mixed(rng, 3000)
+    sk = dps.release_dask_sketch(dd.from_pandas(frame, npartitions=3), schema=schema, **budget)
+    ref = dps.release_sketch(frame, schema=schema, **budget)
+    assert sk.feature_map == ref.feature_map and sk.schema == ref.schema == schema.to_dict()
+    assert sk.privacy == ref.privacy and sk.noise == ref.noise and spy_release == [1, 1]
+    assert dps.M2M(sk, seed=0).shares("cut")["cut"].to_list() == ["Fair", "Good", "Ideal", None]
+
+
+def test_schema_release_chooses_a_tree_in_two_passes_after_the_check(rng, monkeypatch):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    schema = dps.Schema({f"x{j}": (0.0, 1.0) for j in range(6)}, rows=40_000)
+    x = rng.uniform(0, 1, (40_000, 3))
+    frame = pd.DataFrame(np.column_stack([x, 1 - x]), columns=schema.columns)
+    passes = []
+    real = dsk._partition_table_stats
+
+    def counted(block, config):
+        passes.append(1)
+        return real(block, config)
+
+    monkeypatch.setattr(dsk, "_partition_table_stats", counted)
+    sk = dps.release_dask_sketch(dd.from_pandas(frame, npartitions=4), schema=schema, epsilon=1.0)
+    tree = sk.privacy["pair_selection"]["pairs"]
+    assert len(tree) == 5 and sk.privacy["epsilon"] <= 1.0 and len(passes) == 8  # candidates, release
+    assert sum(sorted(p) in ([0, 3], [1, 4], [2, 5]) for p in tree) >= 2
+
+
+def test_schema_refusals_before_any_release(secret, spy_release):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    schema = dps.Schema({"x": (0.0, 1.0), "cut": ["Fair", "Ideal"]})
+
+    def frame(x, cut):
+        return dd.from_pandas(pd.DataFrame({"x": x, "cut": cut}), npartitions=2)
+
+    cases = [
+        (frame([0.5, None, 0.1], ["Fair"] * 3), "nulls"),
+        (frame([0.5, 0.2, np.inf], ["Fair"] * 3), "infinite"),
+        (frame([secret] * 3, ["Fair", str(secret), "Ideal"]), "not among their public labels"),
+        (frame(pd.Series([], dtype=float), pd.Series([], dtype=object)), "empty"),
+        (frame(["a", "b", "c"], ["Fair"] * 3), "do not fit the schema"),
+        (
+            dd.from_pandas(pd.DataFrame({"x": [secret]}), npartitions=1),
+            r"columns \['cut'\] are not in the data",
+        ),
+    ]
+    for df, message in cases:
+        with pytest.raises(ValueError, match=message) as err:
+            dps.release_dask_sketch(df, schema=schema, epsilon=1.0)
+        assert str(secret) not in str(err.value)
+    with pytest.raises(ValueError, match="dask.dataframe.DataFrame"):
+        dps.release_dask_sketch(da.zeros((10, 2), chunks=5), schema=schema, epsilon=1.0)
+    with pytest.raises(ValueError, match="drop bounds="):
+        dps.release_dask_sketch(cases[0][0], bounds=(0, 1), schema=schema, epsilon=1.0)
+    assert spy_release == []

@@ -365,3 +365,121 @@ def test_measurement_runs_on_spark_and_in_a_chain(spark, rng):
     assert sk.privacy["loss"] == m.map(1)
     t = dps.make_spark_sum_and_count(dom, dp.symmetric_distance(), fm)
     assert (t >> pair_parts(t, fm, 1)[1])(_frame(spark, _data(rng, 77), 2)) == 77
+
+
+# -- tables under a public schema ------------------------------------------------------------
+
+
+def _mixed_schema(rows: int | None = None) -> dps.Schema:
+    return dps.Schema(
+        {
+            "age": dps.Numeric(18, 90, integer=True),
+            "income": dps.Numeric(0, 1e5, impute=0.0),
+            "cut": dps.Categorical(["Fair", "Good", "Ideal"], null="category"),
+            "member": dps.Boolean(null=False),
+        },
+        rows=rows,
+    )
+
+
+def _mixed_rows(rng: np.random.Generator, n: int) -> list[tuple]:
+    """Rows of every kind the schema's rules cover: out-of-range ages, null and NaN incomes,
+    null and unknown labels (read as the null category), null booleans."""
+    out = []
+    for i in range(n):
+        age = int(rng.integers(10, 100))
+        income = None if i % 17 == 3 else (float("nan") if i % 23 == 5 else float(rng.lognormal(10, 1)))
+        cut = [None, "Fair", "Good", "Ideal", "Ideal", "Premium"][int(rng.integers(0, 6))]
+        member = None if i % 19 == 7 else bool(rng.integers(0, 2))
+        out.append((age, income, cut, member))
+    return out
+
+
+_MIXED_DDL = "age long, income double, cut string, member boolean"
+
+
+def test_schema_table_sum_identical_to_the_in_memory_table_for_every_partitioning(spark, rng, monkeypatch):
+    import polars as pl
+
+    from opendp_sketch.spark import make_spark_table_sum_and_count, spark_table_domain
+    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+
+    schema = _mixed_schema()
+    rows = _mixed_rows(rng, 300)
+    frame = pl.DataFrame(rows, schema=["age", "income", "cut", "member"], orient="row")
+    fm = dps.auto_feature_map(schema)
+
+    def refuse_pickle(self, protocol):
+        raise AssertionError("the schema must travel as JSON, not pickled")
+
+    monkeypatch.setattr(dps.Schema, "__reduce_ex__", refuse_pickle)
+    ref = make_table_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm)(frame)
+    t = make_spark_table_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), fm)
+    for partitions in (1, 3, 7):
+        df = spark.createDataFrame(spark.sparkContext.parallelize(rows, partitions), _MIXED_DDL)
+        s, n = t(df)
+        assert list(s) == list(ref[0]) and n == ref[1] == 300
+    # extra columns are ignored, and the schema's columns are read by name in any order
+    df = spark.createDataFrame(rows, _MIXED_DDL).selectExpr("'x' as note", "cut", "member", "income", "age")
+    assert list(t(df)[0]) == list(ref[0])
+
+
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"rho": 0.5}])
+def test_schema_release_matches_release_sketch(spark, rng, jobs, spy_release, budget):
+    import polars as pl
+
+    schema = _mixed_schema(rows=3000)
+    rows = _mixed_rows(rng, 3000)
+    frame = pl.DataFrame(rows, schema=["age", "income", "cut", "member"], orient="row")
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), _MIXED_DDL)
+    sk = dps.release_spark_sketch(df, schema=schema, pair_selection=None, **budget)
+    ref = dps.release_sketch(frame, schema=schema, pair_selection=None, **budget)
+    assert sk.feature_map == ref.feature_map and sk.schema == ref.schema == schema.to_dict()
+    assert sk.privacy == ref.privacy and sk.noise == ref.noise and sk.column_names == ref.column_names
+    assert jobs() == 2 and spy_release == [1, 1]  # the curator's check, then the release
+    # answers in the table's labels
+    shares = dps.M2M(sk, seed=0).shares("cut")
+    assert shares["cut"].to_list() == ["Fair", "Good", "Ideal", None]
+
+
+def test_schema_release_chooses_a_tree_on_the_cluster(spark, rng, jobs):
+    """``pair_selection="auto"`` runs MST's choice on Spark too: the check, the candidates'
+    counts, then the release (three jobs), within the budget."""
+    schema = dps.Schema({f"x{j}": (0.0, 1.0) for j in range(6)}, rows=40_000)
+    full, keep = dps.release._schema_blocks(schema, epsilon=1.0)
+    assert dps.release.auto_tree(dps.release.Budget.of(epsilon=1.0), full, keep, schema.rows) is not None
+    x = rng.uniform(0, 1, (40_000, 3))
+    X = np.column_stack([x, 1 - x])
+    ddl = ", ".join(f"x{j} double" for j in range(6))
+    df = spark.createDataFrame([tuple(map(float, r)) for r in X], ddl)
+    sk = dps.release_spark_sketch(df, schema=schema, epsilon=1.0)
+    tree = sk.privacy["pair_selection"]["pairs"]
+    assert len(tree) == 5 and sk.privacy["epsilon"] <= 1.0
+    assert sum(sorted(p) in ([0, 3], [1, 4], [2, 5]) for p in tree) >= 2  # the dependent pairs stand out
+    assert jobs() == 3
+
+
+def test_schema_refusals_on_the_driver_before_any_release(spark, secret, spy_release, jobs):
+    schema = dps.Schema({"x": (0.0, 1.0), "cut": ["Fair", "Ideal"]})
+    cases = [
+        (spark.createDataFrame([(None, "Fair")], "x double, cut string"), "nulls"),
+        (spark.createDataFrame([(float("nan"), "Fair")], "x double, cut string"), "nulls"),
+        (spark.createDataFrame([(float("inf"), "Fair")], "x double, cut string"), "infinite"),
+        (
+            spark.createDataFrame([(secret, str(secret))], "x double, cut string"),
+            "not among their public labels",
+        ),
+        (spark.createDataFrame([(secret, "Fair")], "x double, cut string").limit(0), "empty"),
+        (spark.createDataFrame([("a", "Fair")], "x string, cut string"), "do not fit the schema"),
+        (spark.createDataFrame([(secret,)], "x double"), r"columns \['cut'\] are not in the data"),
+    ]
+    for df, message in cases:
+        with pytest.raises(ValueError, match=message) as err:
+            dps.release_spark_sketch(df, schema=schema, epsilon=1.0)
+        assert str(secret) not in str(err.value)
+    assert spy_release == []
+    with pytest.raises(ValueError, match="drop bounds="):
+        dps.release_spark_sketch(cases[0][0], bounds=(0, 1), schema=schema, epsilon=1.0)
+    with pytest.raises(ValueError, match="shape the automatic map of a schema"):
+        dps.release_spark_sketch(cases[0][0], _maps()["Histogram"], BOX, epsilon=1.0, fine_bins=16)
+    assert spy_release == []

@@ -347,6 +347,24 @@ def test_auto_gives_small_integer_columns_one_bin_per_value_in_every_marginal():
     # the encoded integers k/10 of a column with 11 values land in bins 0, 1, ..., 10
     u = np.column_stack([np.zeros(11), np.arange(11) / 10, np.zeros(11)])
     np.testing.assert_array_equal(fm._flat(u)[:, 1] - fm.blocks[1].offset, np.arange(11))
+    # pair_levels: a column with more values gets the pairs' equal bins there (each a run of
+    # neighbouring values, every value in exactly one), and keeps one bin per value in its 1-way marginal
+    wide = dps.Marginals.auto(
+        ([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, fine_bins=32, pair_levels=10
+    )
+    assert [(b.subset, b.shape) for b in wide.blocks][1:] == [
+        ((1,), (11,)),
+        ((2,), (3,)),
+        ((0, 1), (8, 8)),
+        ((0, 2), (8, 3)),
+        ((1, 2), (8, 3)),
+    ]
+    pair = wide._flat(u)[:, 5] - wide.blocks[5].offset
+    np.testing.assert_array_equal(pair // 3, np.minimum((np.arange(11) / 10 * 8).astype(int), 7))
+    assert set(pair // 3) == set(range(8)) and wide.sensitivity(1) == fm.sensitivity(1) == 6.0
+    assert dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, pair_levels=11) == fm
+    with pytest.raises(ValueError, match=r"pair_levels \(0\) must be a positive integer"):
+        dps.Marginals.auto((0.0, 1.0), dim=2, levels={1: 5}, pair_levels=0)
     with pytest.raises(ValueError, match=r"levels column \(2\) must be the index of a numeric column"):
         dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={2: 3})
     with pytest.raises(ValueError, match=r"levels\[1\] \(0\) must be a positive integer"):
