@@ -24,7 +24,9 @@ Systems, each released at the same ε (pure DP) in the same run:
   the table's units;
 * ``schema release, fine_bins=64, pair_selection=None``: the same path with the previous
   default's design wherever it chose 64 bins (every table and ε here but countymurders at
-  ε = 0.1): finer cells for a user's thresholds, no tree;
+  ε = 0.1): finer cells for a user's thresholds, no tree; and, asked with ``--systems``,
+  ``schema_fine16``: ``fine_bins=16``, 1-way cells on the peers' own 16-bin grid (the option for
+  questions on a known grid);
 * ``auto marginals, 1-way blocks at weight 2`` (the previous default; run by default) and, asked
   with ``--systems``, ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
   ``one_way_weight`` 2, 1 (one plain ``Marginals``) or 4 instead of the default 3;
@@ -141,6 +143,7 @@ SCHEMA_OPTIONS: dict[str, dict[str, Any]] = {
     "schema": {},
     "schema_select": {"pair_selection": SELECTION},
     "schema_fine64": {"fine_bins": 64, "pair_selection": None},
+    "schema_fine16": {"fine_bins": 16},
 }
 #: counts the per-query peer answers (each with ε/N_COUNTS, the share it has to answer them all)
 PER_QUERY_MEASURED = 50
@@ -154,6 +157,7 @@ LABELS = {
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
     "schema": "schema release + M2M, every default (1-way 64 bins with every pair, else 16 bins and a private tree where it pays)",
     "schema_fine64": "schema release + M2M, fine_bins=64, pair_selection=None (the previous default's design)",
+    "schema_fine16": "schema release + M2M, fine_bins=16 (the option for questions on a known grid of 16 cells)",
     "schema_select": f"schema release + M2M, pair_selection={SELECTION} (the rule's pairs, then a private spanning tree)",
     "marginals_select": f"auto marginals (16-bin 1-way) + a private spanning tree of 16 × 16 pairs ({SELECTION} of ε) + synthetic decoder",
     "mst": "OpenDP dp.mbi MST (16 bins)",
