@@ -30,7 +30,6 @@ from __future__ import annotations
 import csv
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,11 @@ COLUMNS = {
     "earnings": {"type": "numeric", "range": [0, 100], "scale": "log"},
     "age": {"type": "numeric", "range": [16, 99], "integer": True},
     "education": {"type": "numeric", "range": [0, 20], "integer": True},
-    "region": {"type": "categorical", "labels": ["Midwest", "Northeast", "South", "West"], "null": "category"},
+    "region": {
+        "type": "categorical",
+        "labels": ["Midwest", "Northeast", "South", "West"],
+        "null": "category",
+    },
     "gender": {"type": "categorical", "labels": ["female", "male"], "null": "category"},
 }
 
@@ -99,7 +102,11 @@ def truths(frame) -> dict[str, float]:
     import polars as pl
 
     n = frame.height
-    out = {f"share {c}={v}": frame.filter(pl.col(c) == v).height / n for c in ("region", "gender") for v in COLUMNS[c]["labels"]}  # type: ignore[index]
+    out = {
+        f"share {c}={v}": frame.filter(pl.col(c) == v).height / n
+        for c in ("region", "gender")
+        for v in COLUMNS[c]["labels"]
+    }  # type: ignore[index]
     out["mean age"] = float(frame["age"].mean())  # type: ignore[arg-type]
     out["mean education"] = float(frame["education"].mean())  # type: ignore[arg-type]
     return out
@@ -170,7 +177,9 @@ def main() -> None:
     C.progress("starting LocalCluster(n_workers=2, threads_per_worker=1)")
     pdf = frame.to_pandas()
     with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
         distributed.Client(cluster) as client,
     ):
         ddf = client.persist(dd.from_pandas(pdf, npartitions=max(2, copies)))
@@ -178,7 +187,6 @@ def main() -> None:
         timed("Dask", lambda: dps.release_dask_sketch(ddf, schema=schema, epsilon=EPS))
         s, count = make_dask_table_sum_and_count(dask_table_domain(schema), dp.symmetric_distance(), fm)(ddf)
         exact["Dask"] = ([int(v) for v in s], int(count))
-        del ddf
 
     C.progress("starting Spark local[2]")
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -202,7 +210,9 @@ def main() -> None:
         sdf = spark.createDataFrame(frame.to_arrow()).repartition(max(2, copies)).cache()
         assert sdf.count() == n
         timed("Spark", lambda: dps.release_spark_sketch(sdf, schema=schema, epsilon=EPS))
-        s, count = make_spark_table_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), fm)(sdf)
+        s, count = make_spark_table_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), fm)(
+            sdf
+        )
         exact["Spark"] = ([int(v) for v in s], int(count))
     finally:
         spark.stop()
@@ -263,13 +273,18 @@ cached in {max(2, copies)} partitions. Not timed: loading, start-up, persisting,
 error over the 6 label shares (nulls excluded) and the mean age and education, against the
 table's true values. Each release draws its own noise, so the three differ by noise alone.
 
-Every release reads the data {"twice" if trees["in memory"] == 0 else "three times"}: the
-curator's check (dtypes, then nulls, ±inf and unknown labels the schema's rules do not cover,
-per partition on a cluster){"" if trees["in memory"] == 0 else ", the candidate pairs' exact counts for the private tree"}
-and the release. On Spark each pass converts the cached partitions to Arrow and hands them to
+Passes over the data per release: in memory, the curator's check (dtypes, then nulls, ±inf and
+unknown labels the schema's rules do not cover) and the release; on Dask and Spark, {"one (the exact sum and the problem counts together, refused on the client before the noise is drawn)" if trees["in memory"] == 0 else "three (the check, the candidate pairs' exact counts for the private tree, the release)"}.
+On Spark each pass converts the cached partitions to Arrow and hands them to
 the Python workers, which read them as Polars frames and encode them with the schema.
 """
-    C.write_report(od / f"{NAME}.md", "A mixed-type table under its schema: in memory, Dask, Spark", info, body, args.quick)
+    C.write_report(
+        od / f"{NAME}.md",
+        "A mixed-type table under its schema: in memory, Dask, Spark",
+        info,
+        body,
+        args.quick,
+    )
     if not equal:
         raise SystemExit("the in-memory, Dask and Spark integer sums differ")
 

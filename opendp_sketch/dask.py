@@ -45,6 +45,8 @@ __all__ = [
     "dask_table_domain",
     "make_dask_table_sum_and_count",
     "check_dask_table",
+    "check_dask_table_types",
+    "table_sum_and_count_dask",
 ]
 
 
@@ -397,13 +399,17 @@ def _encoded(block: Any, schema: Schema) -> Any:
     return as_frame(block[list(schema.columns)]).collect()
 
 
-def _partition_table_stats(block: Any, config: tuple) -> tuple[list[int], int]:
-    """``(Σ q(encode(x)) as Python ints, rows)`` of one pandas partition: encoded by the schema
-    (never raises on values), then summed exactly in the encoded box."""
-    feature_map, schema_spec, n_jobs = config
+def _partition_table_stats(block: Any, config: tuple) -> tuple[list[int], int, dict[str, dict[str, int]]]:
+    """``(Σ q(encode(x)) as Python ints, rows, problem counts)`` of one pandas partition:
+    encoded by the schema (never raises on values), then summed exactly in the encoded box; the
+    problem counts (:meth:`Schema.problems`, when the config asks for them) are for the
+    curator's refusal on the client, never part of a release."""
+    feature_map, schema_spec, n_jobs, problems = config
     schema = Schema.from_dict(schema_spec)
-    X = schema.encode(_encoded(block, schema))
-    return feature_map.fixed_sum(X, clip=schema.bounds, n_jobs=n_jobs), X.shape[0]
+    frame = _encoded(block, schema)
+    X = schema.encode(frame)
+    found = schema.problems(frame) if problems else {}
+    return feature_map.fixed_sum(X, clip=schema.bounds, n_jobs=n_jobs), X.shape[0], found
 
 
 def _partition_problems(block: Any, schema_spec: dict[str, Any]) -> tuple[dict[str, dict[str, int]], int]:
@@ -414,18 +420,55 @@ def _partition_problems(block: Any, schema_spec: dict[str, Any]) -> tuple[dict[s
     return schema.problems(frame), frame.height
 
 
+def _sum_problems(parts: Any) -> dict[str, dict[str, int]]:
+    totals: dict[str, dict[str, int]] = {}
+    for part in parts:
+        for column, kinds in part.items():
+            for kind, v in kinds.items():
+                totals.setdefault(column, {})[kind] = totals.setdefault(column, {}).get(kind, 0) + int(v)
+    return totals
+
+
 def _table_sum_and_count(
-    data: Any, feature_map: FeatureMap, schema: Schema, n_jobs: int | None
+    data: Any,
+    feature_map: FeatureMap,
+    schema: Schema,
+    n_jobs: int | None,
+    found: dict[str, Any] | None = None,
 ) -> tuple[np.ndarray, int]:
+    """One pass over the partitions; the totals combined exactly on the client. Never raises on
+    values. ``found``, when given, receives the problem counts of the same pass
+    (``found["problems"]``) for the curator's refusal before noising."""
     import dask
 
-    config = dask.delayed((feature_map, schema.to_dict(), n_jobs), traverse=False)
+    config = dask.delayed((feature_map, schema.to_dict(), n_jobs, found is not None), traverse=False)
     task = dask.delayed(_partition_table_stats, pure=True)
     results = dask.compute(*[task(block, config) for block in data[list(schema.columns)].to_delayed()])
     acc = Accumulator(feature_map.num_features)
-    for part, _ in results:
+    for part, _, _ in results:
         acc.add_exact(part)
+    if found is not None:
+        found["problems"] = _sum_problems(r[2] for r in results)
     return acc.clipped(I64_MAX), min(sum(r[1] for r in results), I64_MAX)
+
+
+def table_sum_and_count_dask(
+    data: Any,
+    input_domain: dp.Domain,
+    feature_map: FeatureMap,
+    n_jobs: int | None = 1,
+    found: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, int]:
+    """The exact ``(Σ q(encode(x_i)), n)`` of a Dask DataFrame under a schema (what
+    :func:`make_dask_table_sum_and_count` computes), in one pass that can also report in
+    ``found`` the per-column problem counts the schema's rules must handle — for the curator's
+    refusal before noising (:func:`~opendp_sketch.release_dask_sketch`), never part of a
+    release. Never raises on values."""
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, DaskTableDomain):
+        raise ValueError(f"input_domain ({input_domain}) must be a dask_table_domain(schema)")
+    portable = feature_map_from_dict(feature_map.to_dict())
+    return _table_sum_and_count(data, portable, desc.schema, n_jobs, found)
 
 
 def make_dask_table_sum_and_count(
@@ -478,6 +521,24 @@ def make_dask_table_sum_and_count(
     )
 
 
+def check_dask_table_types(data: Any, schema: Schema) -> None:
+    """The curator's structural checks of a Dask DataFrame under a schema, from its metadata
+    alone (nothing computed): a DataFrame, the schema's columns present once, types that fit.
+
+    :raises ValueError: naming columns and types, never a data value
+    """
+    from .tables import as_frame
+
+    if not _is_dask_frame(data):
+        raise ValueError(f"data must be a dask.dataframe.DataFrame, got {type(data).__name__}")
+    columns = [str(c) for c in data.columns]
+    repeated = sorted({c for c in schema.columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
+    meta = data._meta  # the empty pandas frame of the collection's types
+    schema.check_dtypes(dict(as_frame(meta).collect_schema()))
+
+
 def check_dask_table(data: Any, schema: Schema) -> int:
     """The curator's checks of a Dask DataFrame under a schema, before anything is released: the
     columns and their types from the collection's metadata (nothing computed), then one pass
@@ -489,24 +550,11 @@ def check_dask_table(data: Any, schema: Schema) -> int:
     """
     import dask
 
-    from .tables import as_frame
-
-    if not _is_dask_frame(data):
-        raise ValueError(f"data must be a dask.dataframe.DataFrame, got {type(data).__name__}")
-    columns = [str(c) for c in data.columns]
-    repeated = sorted({c for c in schema.columns if columns.count(c) > 1})
-    if repeated:
-        raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
-    meta = data._meta  # the empty pandas frame of the collection's types
-    schema.check_dtypes(dict(as_frame(meta).collect_schema()))
+    check_dask_table_types(data, schema)
     task = dask.delayed(_partition_problems, pure=True)
     spec = schema.to_dict()
     results = dask.compute(*[task(block, spec) for block in data[list(schema.columns)].to_delayed()])
-    found: dict[str, dict[str, int]] = {c: {} for c in schema.columns}
-    for part, _ in results:
-        for column, kinds in part.items():
-            for kind, v in kinds.items():
-                found[column][kind] = found[column].get(kind, 0) + int(v)
+    found = _sum_problems(r[0] for r in results)
     rows = sum(r[1] for r in results)
     if rows == 0:
         raise ValueError("data is empty (0 rows)")

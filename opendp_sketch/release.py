@@ -1611,6 +1611,10 @@ def _release_table(
     count_fraction = check_release_arguments(fm, contributions, count_fraction)
     if fm.input_dim != len(schema):
         raise ValueError(f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}")
+    if backend != "local" and pair_selection is None:
+        return _release_cluster_table_once(
+            data, schema, fm, budget, contributions, count_fraction, n_jobs, backend
+        )
     frame, domain, rows = _checked_table(data, schema, backend)
     if pair_selection is not None:
         meas, fm, rounds = make_spanning_sketch(
@@ -1638,6 +1642,49 @@ def _release_table(
         )
 
     return _release_streamed(build, frame, fm, budget, contributions, rows, progress)
+
+
+def _release_cluster_table_once(
+    data: Any,
+    schema: Schema,
+    feature_map: FeatureMap,
+    budget: Budget,
+    contributions: int,
+    count_fraction: float,
+    n_jobs: int | None,
+    backend: str,
+) -> Sketch:
+    """A schema release on a cluster without a choice to make, in **one** pass: the column types
+    checked from the collection's schema (nothing computed), the scale searched, then one job
+    computing the exact pair and, per column, the nulls, ±inf and unknown labels the schema's
+    rules do not cover; those (and an empty table) are refused on the client **before** the
+    noise is drawn, as the numeric cluster path refuses NaN (:func:`_release_on_cluster`). The
+    pair is 1-stable in the rows, so noising the computed pair is the chained measurement."""
+    if backend == "spark":
+        from .spark import check_spark_table_types as check_types
+        from .spark import make_spark_table_sum_and_count as make_pair
+        from .spark import spark_table_domain as table_domain_of
+        from .spark import table_sum_and_count_spark as compute
+    else:
+        from .dask import check_dask_table_types as check_types
+        from .dask import dask_table_domain as table_domain_of
+        from .dask import make_dask_table_sum_and_count as make_pair
+        from .dask import table_sum_and_count_dask as compute
+    check_types(data, schema)
+    domain = table_domain_of(schema)
+    pair = make_pair(domain, dp.symmetric_distance(), feature_map, n_jobs=n_jobs)
+
+    def build(scale: float) -> dp.Measurement:
+        return make_noisy_sketch(pair, budget.measure, feature_map, scale, count_fraction)
+
+    meas = search_measurement(build, budget, contributions, feature_map.sensitivity(budget.p))
+    found: dict[str, Any] = {}
+    value = compute(data, domain, feature_map, n_jobs, found)
+    if value[1] == 0:
+        raise ValueError("data is empty (0 rows)")
+    schema.refuse(found["problems"])
+    warn_if_noise_swamps(budget, contributions, feature_map, value[1])
+    return release_once(meas, value, budget, contributions)
 
 
 def _checked_table(data: Any, schema: Schema, backend: str) -> tuple[Any, dp.Domain, int]:
@@ -1883,9 +1930,10 @@ def release_dask_sketch(
     labels, booleans, nulls) is released as :func:`release_sketch` releases a table with a
     schema: the automatic map (or ``feature_map`` on the encoded columns), its bin rule and,
     where it pays, its private tree of pairs (``pair_selection``, ``fine_bins``, ``pairs``).
-    Each worker encodes its partition with the schema; a first pass counts, per column, the
-    nulls, ``±inf`` and unknown labels the schema's rules do not cover, refused on the client
-    before anything is released (:func:`~opendp_sketch.dask.check_dask_table`).
+    Each worker encodes its partition with the schema. One pass computes the exact sum and,
+    per column, the nulls, ``±inf`` and unknown labels the schema's rules do not cover, refused
+    on the client before the noise is drawn (with a tree of pairs: a check pass, then the
+    candidates' counts and the release, :func:`~opendp_sketch.dask.check_dask_table`).
 
     :param data: ``dask.array.Array`` ``(n, d)`` or ``dask.dataframe.DataFrame``
     :param feature_map: the public feature map (``ByClass`` expects the label as last column);
@@ -1989,10 +2037,11 @@ def release_spark_sketch(
     a schema: the automatic map (or ``feature_map`` on the encoded columns), its bin rule and,
     where it pays, its private tree of pairs (``pair_selection``, ``fine_bins``, ``pairs``).
     Each executor reads its partition as Arrow batches and encodes them with the schema (sent as
-    JSON); a first job counts, per column, the nulls, ``±inf`` and unknown labels the schema's
-    rules do not cover, refused on the driver before anything is released
-    (:func:`~opendp_sketch.spark.check_spark_table`). The sketch records the schema, so every
-    estimator answers in the table's units and labels.
+    JSON). One job computes the exact sum and, per column, the nulls, ``±inf`` and unknown labels
+    the schema's rules do not cover, refused on the driver before the noise is drawn (with a
+    tree of pairs: a check job, :func:`~opendp_sketch.spark.check_spark_table`, then the
+    candidates' counts and the release). The sketch records the schema, so every estimator
+    answers in the table's units and labels.
 
     :param data: a ``pyspark.sql.DataFrame``
     :param feature_map: the public feature map (``ByClass`` expects the label as last column);

@@ -55,6 +55,8 @@ __all__ = [
     "spark_table_domain",
     "make_spark_table_sum_and_count",
     "check_spark_table",
+    "check_spark_table_types",
+    "table_sum_and_count_spark",
 ]
 
 #: rows handed to one ``fixed_sum`` call on an executor: Arrow batches (10 000 rows by default)
@@ -63,7 +65,7 @@ BLOCK_ROWS = 1 << 16
 #: what each partition task returns: one row of exact totals
 _RESULT_SCHEMA = "sums string, rows long, nan boolean, inf boolean"
 #: ... of a table under a schema: its exact totals; and of the curator's check: the problem counts
-_TABLE_RESULT_SCHEMA = "sums string, rows long"
+_TABLE_RESULT_SCHEMA = "sums string, rows long, problems string"
 _PROBLEMS_SCHEMA = "problems string, rows long"
 
 
@@ -485,22 +487,35 @@ def _table_frames(batches: Iterator[Any]) -> Iterator[Any]:
         yield pl.from_arrow(pa.Table.from_batches(pending))
 
 
+def _add_problems(totals: dict[str, dict[str, int]], found: dict[str, dict[str, int]]) -> None:
+    for column, kinds in found.items():
+        for kind, v in kinds.items():
+            totals.setdefault(column, {})[kind] = totals.setdefault(column, {}).get(kind, 0) + int(v)
+
+
 def _partition_table_stats(
-    batches: Iterator[Any], spec: str, schema_spec: str, n_jobs: int | None
+    batches: Iterator[Any], spec: str, schema_spec: str, n_jobs: int | None, problems: bool = False
 ) -> Iterator[Any]:
-    """One Arrow row ``(Σ q(encode(x)) as decimal text, rows)`` per partition: each block
-    encoded by the schema (never raises on values), then the exact integer sum in the encoded
-    box. Yields exactly one row, also for an empty partition."""
+    """One Arrow row ``(Σ q(encode(x)) as decimal text, rows, problem counts as JSON)`` per
+    partition: each block encoded by the schema (never raises on values), then the exact integer
+    sum in the encoded box; with ``problems``, :meth:`Schema.problems` of each block too (for the
+    curator's refusal on the driver, never part of a release). Yields exactly one row, also for
+    an empty partition."""
     import pyarrow as pa
 
     fm, schema = _executor_map(spec), _executor_schema(schema_spec)
     box = schema.bounds
     acc = Accumulator(fm.num_features)
+    totals: dict[str, dict[str, int]] = {}
     rows = 0
     for frame in _table_frames(batches):
+        if problems:
+            _add_problems(totals, schema.problems(frame))
         acc.add_exact(fm.fixed_sum(schema.encode(frame), clip=box, n_jobs=n_jobs))
         rows += frame.height
-    yield pa.RecordBatch.from_pydict({"sums": [",".join(map(str, acc.total()))], "rows": [rows]})
+    yield pa.RecordBatch.from_pydict(
+        {"sums": [",".join(map(str, acc.total()))], "rows": [rows], "problems": [json.dumps(totals)]}
+    )
 
 
 def _partition_problems(batches: Iterator[Any], schema_spec: str) -> Iterator[Any]:
@@ -509,12 +524,10 @@ def _partition_problems(batches: Iterator[Any], schema_spec: str) -> Iterator[An
     import pyarrow as pa
 
     schema = _executor_schema(schema_spec)
-    totals: dict[str, dict[str, int]] = {c: {} for c in schema.columns}
+    totals: dict[str, dict[str, int]] = {}
     rows = 0
     for frame in _table_frames(batches):
-        for column, kinds in schema.problems(frame).items():
-            for kind, v in kinds.items():
-                totals[column][kind] = totals[column].get(kind, 0) + int(v)
+        _add_problems(totals, schema.problems(frame))
         rows += frame.height
     yield pa.RecordBatch.from_pydict({"problems": [json.dumps(totals)], "rows": [rows]})
 
@@ -528,16 +541,52 @@ def _table_columns(names: Sequence[str]) -> list[Any]:
 
 
 def _table_sum_and_count(
-    data: Any, names: Sequence[str], spec: str, schema_spec: str, num_features: int, n_jobs: int | None
+    data: Any,
+    names: Sequence[str],
+    spec: str,
+    schema_spec: str,
+    num_features: int,
+    n_jobs: int | None,
+    found: dict[str, Any] | None = None,
 ) -> tuple[np.ndarray, int]:
     """One Spark job encoding and summing every partition; the totals combined exactly on the
-    driver. Never raises on values."""
-    task = functools.partial(_partition_table_stats, spec=spec, schema_spec=schema_spec, n_jobs=n_jobs)
+    driver. Never raises on values. ``found``, when given, receives the problem counts
+    (``found["problems"]``, :meth:`Schema.problems` summed over the partitions) from the same
+    job: for the curator's refusal before noising, never part of a release."""
+    task = functools.partial(
+        _partition_table_stats, spec=spec, schema_spec=schema_spec, n_jobs=n_jobs, problems=found is not None
+    )
     results = data.select(*_table_columns(names)).mapInArrow(task, _TABLE_RESULT_SCHEMA).collect()
     acc = Accumulator(num_features)
+    totals: dict[str, dict[str, int]] = {}
     for r in results:
         acc.add_exact([int(v) for v in r["sums"].split(",")])
+        _add_problems(totals, json.loads(r["problems"]))
+    if found is not None:
+        found["problems"] = totals
     return acc.clipped(I64_MAX), min(sum(int(r["rows"]) for r in results), I64_MAX)
+
+
+def table_sum_and_count_spark(
+    data: Any,
+    input_domain: dp.Domain,
+    feature_map: FeatureMap,
+    n_jobs: int | None = 1,
+    found: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, int]:
+    """The exact ``(Σ q(encode(x_i)), n)`` of a Spark DataFrame under a schema (what
+    :func:`make_spark_table_sum_and_count` computes), in one job that can also report in
+    ``found`` the per-column problem counts the schema's rules must handle — for the curator's
+    refusal before noising (:func:`~opendp_sketch.release_spark_sketch`), never part of a
+    release. Never raises on values."""
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, SparkTableDomain):
+        raise ValueError(f"input_domain ({input_domain}) must be a spark_table_domain(schema)")
+    names = list(desc.schema.columns)
+    schema_spec = json.dumps(desc.schema.to_dict())
+    return _table_sum_and_count(
+        data, names, _portable(feature_map), schema_spec, feature_map.num_features, n_jobs, found
+    )
 
 
 def make_spark_table_sum_and_count(
@@ -615,13 +664,11 @@ def _polars_dtype(data_type: Any) -> Any:
     }.get(name, pl.Object)
 
 
-def check_spark_table(data: Any, schema: Schema) -> int:
-    """The curator's checks of a Spark DataFrame under a schema, before anything is released:
-    the columns and their types from the DataFrame's schema (no job), then one job counting, per
-    column, nulls, ±inf and unknown labels (:meth:`Schema.problems` on every partition), refused
-    as :meth:`Schema.check` refuses them. Returns the row count (never released).
+def check_spark_table_types(data: Any, schema: Schema) -> None:
+    """The curator's structural checks of a Spark DataFrame under a schema, from its schema
+    alone (no job): a DataFrame, the schema's columns present once, types that fit their kinds.
 
-    :raises ValueError: naming columns, types and the fix, never a data value
+    :raises ValueError: naming columns and types, never a data value
     """
     if not _is_spark_frame(data):
         raise ValueError(f"data must be a pyspark.sql.DataFrame, got {type(data).__name__}")
@@ -630,13 +677,22 @@ def check_spark_table(data: Any, schema: Schema) -> int:
     if repeated:
         raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
     schema.check_dtypes({c: _polars_dtype(t) for c, t in _column_types(data).items()})
+
+
+def check_spark_table(data: Any, schema: Schema) -> int:
+    """The curator's checks of a Spark DataFrame under a schema, before anything is released:
+    the columns and their types from the DataFrame's schema (no job), then one job counting, per
+    column, nulls, ±inf and unknown labels (:meth:`Schema.problems` on every partition), refused
+    as :meth:`Schema.check` refuses them. Returns the row count (never released).
+
+    :raises ValueError: naming columns, types and the fix, never a data value
+    """
+    check_spark_table_types(data, schema)
     task = functools.partial(_partition_problems, schema_spec=json.dumps(schema.to_dict()))
     results = data.select(*_table_columns(schema.columns)).mapInArrow(task, _PROBLEMS_SCHEMA).collect()
-    found: dict[str, dict[str, int]] = {c: {} for c in schema.columns}
+    found: dict[str, dict[str, int]] = {}
     for r in results:
-        for column, kinds in json.loads(r["problems"]).items():
-            for kind, v in kinds.items():
-                found[column][kind] = found[column].get(kind, 0) + int(v)
+        _add_problems(found, json.loads(r["problems"]))
     rows = sum(int(r["rows"]) for r in results)
     if rows == 0:
         raise ValueError("data is empty (0 rows)")

@@ -309,13 +309,20 @@ def test_schema_table_sum_identical_to_the_in_memory_table_for_every_partitionin
 
 
 @pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"rho": 0.5}])
-def test_schema_release_matches_release_sketch(rng, spy_release, budget):
+def test_schema_release_matches_release_sketch_in_one_pass(rng, spy_release, budget, monkeypatch):
     dd = pytest.importorskip("dask.dataframe")
     frame, schema = _mixed(rng, 3000)
+    calls = []
+    real = dsk._partition_table_stats
+    monkeypatch.setattr(
+        dsk, "_partition_table_stats", lambda block, config: calls.append(1) or real(block, config)
+    )
+    monkeypatch.setattr(dsk, "_partition_problems", None)  # the separate check pass is not run
     sk = dps.release_dask_sketch(dd.from_pandas(frame, npartitions=3), schema=schema, **budget)
     ref = dps.release_sketch(frame, schema=schema, **budget)
     assert sk.feature_map == ref.feature_map and sk.schema == ref.schema == schema.to_dict()
     assert sk.privacy == ref.privacy and sk.noise == ref.noise and spy_release == [1, 1]
+    assert len(calls) == 3  # one task per partition: the pair and the problem counts together
     assert dps.M2M(sk, seed=0).shares("cut")["cut"].to_list() == ["Fair", "Good", "Ideal", None]
 
 
