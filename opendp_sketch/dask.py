@@ -28,11 +28,11 @@ import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
 from ._fixed import Accumulator
-from ._validate import check_bounds, require_symmetric
-from .domains import DaskBoxDomain, DaskTableDomain
+from ._validate import check_bounds
+from .domains import DaskBoxDomain, DaskTableDomain, table_descriptor
 from .features.base import FeatureMap, feature_map_from_dict
 from .schema import Schema
-from .transformations import I64_MAX, pair_parts, pair_transformation
+from .transformations import I64_MAX, check_cluster_source, pair_parts, pair_transformation
 
 __all__ = [
     "dask_box_domain",
@@ -260,17 +260,14 @@ def make_dask_sum_and_count(
     >>> s.tolist(), n
     ([2, 2], 4)
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    desc = _dask_descriptor(input_domain)
-    require_symmetric(input_metric)
-    if not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
-    if feature_map.input_dim != desc.num_columns:
-        raise ValueError(
-            f"feature_map expects {feature_map.input_dim} columns but input_domain has {desc.num_columns}"
-        )
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
-        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    desc = check_cluster_source(
+        input_domain,
+        input_metric,
+        feature_map,
+        n_jobs,
+        DaskBoxDomain,
+        "dask_box_domain (see opendp_sketch.dask)",
+    )
     fill = desc.fill(impute, input_domain)
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
     portable = feature_map_from_dict(feature_map.to_dict())
@@ -374,17 +371,8 @@ def dask_table_domain(schema: Schema) -> dp.Domain:
     >>> dask_table_domain(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]})).descriptor.column_names
     ('age', 'cut')
     """
-    if not isinstance(schema, Schema):
-        raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
-    lo, hi = schema.bounds
-    names = tuple(schema.columns)
-    desc = DaskTableDomain(
-        lower=tuple(lo.tolist()),
-        upper=tuple(hi.tolist()),
-        num_columns=len(names),
-        column_names=names,
-        schema=schema,
-    )
+    desc = table_descriptor(schema, DaskTableDomain)
+    names = desc.column_names
 
     def _member(x: Any) -> bool:
         return _is_dask_frame(x) and all(c in x.columns for c in names)
@@ -500,19 +488,9 @@ def make_dask_table_sum_and_count(
     >>> s.tolist(), n
     ([2, 2], 4)
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    desc = getattr(input_domain, "descriptor", None)
-    if not isinstance(desc, DaskTableDomain):
-        raise ValueError(f"input_domain ({input_domain}) must be a dask_table_domain(schema)")
-    require_symmetric(input_metric)
-    if not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
-    if feature_map.input_dim != desc.num_columns:
-        raise ValueError(
-            f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}"
-        )
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
-        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    desc = check_cluster_source(
+        input_domain, input_metric, feature_map, n_jobs, DaskTableDomain, "dask_table_domain(schema)"
+    )
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
     portable = feature_map_from_dict(feature_map.to_dict())
     schema = desc.schema

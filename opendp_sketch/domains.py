@@ -29,6 +29,7 @@ __all__ = [
     "box_domain",
     "box_descriptor",
     "descriptor_of",
+    "table_descriptor",
     "box_data_bounds",
 ]
 
@@ -119,6 +120,21 @@ class DaskTableDomain(TableDomain):
 class SparkTableDomain(TableDomain):
     """Descriptor of :func:`~opendp_sketch.spark.spark_table_domain`: Spark DataFrames under a
     public schema (each partition encoded by the schema on its executor)."""
+
+
+def table_descriptor(schema: Any, kind: type = TableDomain) -> Any:
+    """The descriptor (``kind``: :class:`TableDomain` or a backend's subclass) of tables under a
+    public schema: the schema's encoded box and column names."""
+    if type(schema).__name__ != "Schema":  # by name: doctests may import the schema module twice
+        raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
+    lo, hi = schema.bounds
+    return kind(
+        lower=tuple(lo.tolist()),
+        upper=tuple(hi.tolist()),
+        num_columns=len(schema),
+        column_names=tuple(schema.columns),
+        schema=schema,
+    )
 
 
 def descriptor_of(domain: dp.Domain) -> BoxDescriptor:

@@ -38,11 +38,11 @@ import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
 from ._fixed import Accumulator
-from ._validate import check_bounds, require_symmetric
-from .domains import ClusterBoxDomain, SparkTableDomain
+from ._validate import check_bounds
+from .domains import ClusterBoxDomain, SparkTableDomain, table_descriptor
 from .features.base import FeatureMap, feature_map_from_dict
 from .schema import Schema
-from .transformations import I64_MAX, pair_parts, pair_transformation
+from .transformations import I64_MAX, check_cluster_source, pair_parts, pair_transformation
 
 __all__ = [
     "spark_box_domain",
@@ -338,17 +338,14 @@ def make_spark_sum_and_count(
     >>> t.map(3)
     3
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    desc = _spark_descriptor(input_domain)
-    require_symmetric(input_metric)
-    if not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
-    if feature_map.input_dim != desc.num_columns:
-        raise ValueError(
-            f"feature_map expects {feature_map.input_dim} columns but input_domain has {desc.num_columns}"
-        )
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
-        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    desc = check_cluster_source(
+        input_domain,
+        input_metric,
+        feature_map,
+        n_jobs,
+        SparkBoxDomain,
+        "spark_box_domain (see opendp_sketch.spark)",
+    )
     fill = desc.fill(impute, input_domain)
     spec, m = _portable(feature_map), feature_map.num_features
     return pair_transformation(
@@ -438,17 +435,8 @@ def spark_table_domain(schema: Schema) -> dp.Domain:
     >>> dom.descriptor.column_names, dom.descriptor.upper
     (('age', 'cut'), (1.0, 1.0))
     """
-    if not isinstance(schema, Schema):
-        raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
-    lo, hi = schema.bounds
-    names = tuple(schema.columns)
-    desc = SparkTableDomain(
-        lower=tuple(lo.tolist()),
-        upper=tuple(hi.tolist()),
-        num_columns=len(names),
-        column_names=names,
-        schema=schema,
-    )
+    desc = table_descriptor(schema, SparkTableDomain)
+    names = desc.column_names
 
     def _member(x: Any) -> bool:
         return _is_spark_frame(x) and all(c in x.columns for c in names)
@@ -616,19 +604,9 @@ def make_spark_table_sum_and_count(
     >>> t.map(2)
     2
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    desc = getattr(input_domain, "descriptor", None)
-    if not isinstance(desc, SparkTableDomain):
-        raise ValueError(f"input_domain ({input_domain}) must be a spark_table_domain(schema)")
-    require_symmetric(input_metric)
-    if not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
-    if feature_map.input_dim != desc.num_columns:
-        raise ValueError(
-            f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}"
-        )
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
-        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    desc = check_cluster_source(
+        input_domain, input_metric, feature_map, n_jobs, SparkTableDomain, "spark_table_domain(schema)"
+    )
     spec, schema_spec, m = _portable(feature_map), json.dumps(desc.schema.to_dict()), feature_map.num_features
     names = list(desc.schema.columns)
     return pair_transformation(

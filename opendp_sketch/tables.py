@@ -19,7 +19,7 @@ import polars as pl
 
 from ._fixed import Accumulator
 from ._validate import check_chunking, require_symmetric
-from .domains import TableDomain
+from .domains import TableDomain, table_descriptor
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
 from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan, scan_csv_text, stream_frames
@@ -137,16 +137,7 @@ def table_domain(schema: Schema) -> dp.Domain:
     Membership is checked on the input's kind only (columns are checked by the curator's
     :meth:`~opendp_sketch.Schema.check`; a missing column reads as nulls).
     """
-    if type(schema).__name__ != "Schema":  # by name: doctests may import this module twice
-        raise ValueError(f"schema ({schema!r}) must be an opendp_sketch.Schema")
-    lo, hi = schema.bounds
-    desc = TableDomain(
-        lower=tuple(lo.tolist()),
-        upper=tuple(hi.tolist()),
-        num_columns=len(schema),
-        column_names=tuple(schema.columns),
-        schema=schema,
-    )
+    desc = table_descriptor(schema)
     ident = f"TableDomain(schema={schema.to_dict()})"
     return dp.user_domain(ident, _is_table, desc)
 

@@ -16,7 +16,7 @@ from opendp.extras._utilities import to_then
 
 from ._fixed import Accumulator
 from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
-from .domains import box_descriptor, box_domain
+from .domains import BoxDescriptor, box_descriptor, box_domain
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 
 __all__ = [
@@ -179,6 +179,34 @@ def make_box_clip(
 
 
 then_box_clip = to_then(make_box_clip)
+
+
+def check_cluster_source(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    feature_map: Any,
+    n_jobs: Any,
+    kind: type[BoxDescriptor],
+    name: str,
+) -> Any:
+    """The arguments of a cluster backend's ``(sum, count)`` constructor, checked: the domain's
+    descriptor (an instance of ``kind``, made by ``name``), the metric, a feature map of as many
+    columns, and ``n_jobs``. Returns the descriptor."""
+    dp.assert_features("contrib", "honest-but-curious")
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, kind):
+        raise ValueError(f"input_domain ({input_domain}) must be a {name}")
+    require_symmetric(input_metric)
+    if not isinstance(feature_map, FeatureMap):
+        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+    columns = int(getattr(desc, "num_columns"))  # noqa: B009 - every BoxDescriptor has it
+    if feature_map.input_dim != columns:
+        raise ValueError(
+            f"feature_map expects {feature_map.input_dim} columns but input_domain has {columns}"
+        )
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
+        raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
+    return desc
 
 
 def _check_feature_map(input_domain: dp.Domain, feature_map: Any) -> tuple[np.ndarray, np.ndarray]:
