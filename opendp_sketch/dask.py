@@ -32,7 +32,7 @@ from ._validate import check_bounds
 from .domains import DaskBoxDomain, DaskTableDomain, table_descriptor
 from .features.base import FeatureMap, feature_map_from_dict
 from .schema import Schema
-from .transformations import I64_MAX, check_cluster_source, pair_parts, pair_transformation
+from .transformations import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 
 __all__ = [
     "dask_box_domain",
@@ -260,7 +260,7 @@ def make_dask_sum_and_count(
     >>> s.tolist(), n
     ([2, 2], 4)
     """
-    desc = check_cluster_source(
+    desc = check_source_arguments(
         input_domain,
         input_metric,
         feature_map,
@@ -488,7 +488,7 @@ def make_dask_table_sum_and_count(
     >>> s.tolist(), n
     ([2, 2], 4)
     """
-    desc = check_cluster_source(
+    desc = check_source_arguments(
         input_domain, input_metric, feature_map, n_jobs, DaskTableDomain, "dask_table_domain(schema)"
     )
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled

@@ -42,7 +42,7 @@ from ._validate import check_bounds
 from .domains import ClusterBoxDomain, SparkTableDomain, table_descriptor
 from .features.base import FeatureMap, feature_map_from_dict
 from .schema import Schema
-from .transformations import I64_MAX, check_cluster_source, pair_parts, pair_transformation
+from .transformations import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 
 __all__ = [
     "spark_box_domain",
@@ -338,7 +338,7 @@ def make_spark_sum_and_count(
     >>> t.map(3)
     3
     """
-    desc = check_cluster_source(
+    desc = check_source_arguments(
         input_domain,
         input_metric,
         feature_map,
@@ -604,7 +604,7 @@ def make_spark_table_sum_and_count(
     >>> t.map(2)
     2
     """
-    desc = check_cluster_source(
+    desc = check_source_arguments(
         input_domain, input_metric, feature_map, n_jobs, SparkTableDomain, "spark_table_domain(schema)"
     )
     spec, schema_spec, m = _portable(feature_map), json.dumps(desc.schema.to_dict()), feature_map.num_features

@@ -18,12 +18,12 @@ import opendp.prelude as dp
 import polars as pl
 
 from ._fixed import Accumulator
-from ._validate import check_chunking, require_symmetric
+from ._validate import check_chunking
 from .domains import TableDomain, table_descriptor
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
 from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan, scan_csv_text, stream_frames
-from .transformations import I64_MAX, pair_transformation
+from .transformations import I64_MAX, check_source_arguments, pair_transformation
 
 __all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
 
@@ -167,17 +167,9 @@ def make_table_sum_and_count(
     >>> s.tolist(), n
     ([2, 2], 4)
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    desc = getattr(input_domain, "descriptor", None)
-    if not isinstance(desc, TableDomain):
-        raise ValueError(f"input_domain ({input_domain}) must be a table_domain(schema)")
-    require_symmetric(input_metric)
-    if not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
-    if feature_map.input_dim != desc.num_columns:
-        raise ValueError(
-            f"feature_map expects {feature_map.input_dim} columns but the schema has {desc.num_columns}"
-        )
+    desc = check_source_arguments(
+        input_domain, input_metric, feature_map, n_jobs, TableDomain, "table_domain(schema)"
+    )
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
         raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
     check_chunking(chunk_rows, n_jobs)

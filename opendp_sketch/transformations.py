@@ -181,7 +181,7 @@ def make_box_clip(
 then_box_clip = to_then(make_box_clip)
 
 
-def check_cluster_source(
+def check_source_arguments(
     input_domain: dp.Domain,
     input_metric: dp.Metric,
     feature_map: Any,
@@ -189,9 +189,9 @@ def check_cluster_source(
     kind: type[BoxDescriptor],
     name: str,
 ) -> Any:
-    """The arguments of a cluster backend's ``(sum, count)`` constructor, checked: the domain's
-    descriptor (an instance of ``kind``, made by ``name``), the metric, a feature map of as many
-    columns, and ``n_jobs``. Returns the descriptor."""
+    """The arguments of a backend's ``(sum, count)`` constructor (tables, Dask, Spark), checked:
+    the domain's descriptor (an instance of ``kind``, made by ``name``), the metric, a feature
+    map of as many columns, and ``n_jobs``. Returns the descriptor."""
     dp.assert_features("contrib", "honest-but-curious")
     desc = getattr(input_domain, "descriptor", None)
     if not isinstance(desc, kind):
