@@ -374,3 +374,18 @@ def test_schema_refusals_before_any_release(secret, spy_release):
     with pytest.raises(ValueError, match="drop bounds="):
         dps.release_dask_sketch(cases[0][0], bounds=(0, 1), schema=schema, epsilon=1.0)
     assert spy_release == []
+
+
+def test_schema_release_with_a_map_of_the_users_choice(rng):
+    """A feature map over the schema's encoded columns is released as release_sketch does, with
+    the schema recorded (answers in the table's units)."""
+    dd = pytest.importorskip("dask.dataframe")
+    frame, schema = _mixed(rng, 2000)
+    fm = dps.Histogram(bounds=schema.bounds, bins=4)
+    sk = dps.release_dask_sketch(dd.from_pandas(frame, npartitions=2), fm, schema=schema, epsilon=1.0)
+    ref = dps.release_sketch(frame, fm, schema=schema, epsilon=1.0)
+    assert sk.feature_map == fm and sk.schema == schema.to_dict() and sk.privacy == ref.privacy
+    with pytest.raises(ValueError, match="fine_bins shapes the automatic map"):
+        dps.release_dask_sketch(
+            dd.from_pandas(frame, npartitions=2), fm, schema=schema, epsilon=1.0, fine_bins=16
+        )

@@ -483,3 +483,17 @@ def test_schema_refusals_on_the_driver_before_any_release(spark, secret, spy_rel
     with pytest.raises(ValueError, match="shape the automatic map of a schema"):
         dps.release_spark_sketch(cases[0][0], _maps()["Histogram"], BOX, epsilon=1.0, fine_bins=16)
     assert spy_release == []
+
+
+def test_schema_release_with_a_map_of_the_users_choice(spark, rng, jobs):
+    import polars as pl
+
+    schema = _mixed_schema()
+    rows = _mixed_rows(rng, 500)
+    frame = pl.DataFrame(rows, schema=["age", "income", "cut", "member"], orient="row")
+    fm = dps.Histogram(bounds=schema.bounds, bins=4)
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), _MIXED_DDL)
+    sk = dps.release_spark_sketch(df, fm, schema=schema, epsilon=1.0)
+    ref = dps.release_sketch(frame, fm, schema=schema, epsilon=1.0)
+    assert sk.feature_map == fm and sk.schema == schema.to_dict() and sk.privacy == ref.privacy
+    assert jobs() == 1
