@@ -61,6 +61,48 @@ _SNAPSHOT_INFO: str | None = None
 # -- command line -----------------------------------------------------------------------------
 
 
+def pop_positive_int(argv: list[str], flag: str) -> int | None:
+    """Remove ``flag N`` from ``argv`` (an option the shared parser does not know) and return
+    ``N``, a positive integer, or ``None`` without the flag."""
+    if flag not in argv:
+        return None
+    k = argv.index(flag)
+    try:
+        value = int(argv[k + 1])
+    except (IndexError, ValueError):
+        raise SystemExit(f"{flag} needs a positive integer") from None
+    if value <= 0:
+        raise SystemExit(f"{flag} needs a positive integer")
+    del argv[k : k + 2]
+    return value
+
+
+def local_spark(app: str) -> Any:
+    """A ``local[2]`` Spark session for a benchmark (UI off, loopback, 6g driver memory), its
+    Python workers importing the library snapshot this run measures (the JVM's working
+    directory comes first on their ``sys.path``)."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    cwd = os.getcwd()
+    os.chdir(os.environ.get(_SNAPSHOT_ENV, cwd))
+    try:
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName(app)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.memory", "6g")
+            .getOrCreate()
+        )
+    finally:
+        os.chdir(cwd)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def parse_args(
     description: str, argv: Sequence[str] | None = None, default_repeats: int = 3
 ) -> argparse.Namespace:

@@ -28,7 +28,6 @@ Usage: ``python benchmarks/bench_cluster_tables.py [--quick] [--copies K] [--out
 from __future__ import annotations
 
 import csv
-import os
 import sys
 from pathlib import Path
 
@@ -51,20 +50,6 @@ COLUMNS = {
     },
     "gender": {"type": "categorical", "labels": ["female", "male"], "null": "category"},
 }
-
-
-def _pop_copies(argv: list[str]) -> int | None:
-    if "--copies" not in argv:
-        return None
-    k = argv.index("--copies")
-    try:
-        copies = int(argv[k + 1])
-    except (IndexError, ValueError):
-        raise SystemExit("--copies needs a positive integer") from None
-    if copies <= 0:
-        raise SystemExit("--copies needs a positive integer")
-    del argv[k : k + 2]
-    return copies
 
 
 def load(copies: int):
@@ -129,14 +114,13 @@ def answers(sk) -> dict[str, float]:
 
 
 def main() -> None:
-    copies_arg = _pop_copies(sys.argv)
+    copies_arg = C.pop_positive_int(sys.argv, "--copies")
     args = C.parse_args(__doc__.splitlines()[0])
     import dask
     import dask.dataframe as dd
     import distributed
     import opendp.prelude as dp
     import pyspark
-    from pyspark.sql import SparkSession
 
     import opendp_sketch as dps
     from opendp_sketch.dask import dask_table_domain, make_dask_table_sum_and_count
@@ -189,23 +173,7 @@ def main() -> None:
         exact["Dask"] = ([int(v) for v in s], int(count))
 
     C.progress("starting Spark local[2]")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    cwd = os.getcwd()
-    os.chdir(os.environ.get("OPENDP_SKETCH_BENCH_SNAPSHOT", cwd))  # executors import the snapshot
-    try:
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("opendp-sketch-bench-tables")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.memory", "6g")
-            .getOrCreate()
-        )
-    finally:
-        os.chdir(cwd)
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = C.local_spark("opendp-sketch-bench-tables")
     try:
         sdf = spark.createDataFrame(frame.to_arrow()).repartition(max(2, copies)).cache()
         assert sdf.count() == n

@@ -92,30 +92,14 @@ def _executor_library(spark) -> str:
     return spark.range(1, numPartitions=1).mapInArrow(where, "path string").collect()[0]["path"]
 
 
-def _pop_rows(argv: list[str]) -> int | None:
-    """Remove ``--rows N`` from ``argv`` (the shared parser does not know it) and return ``N``."""
-    if "--rows" not in argv:
-        return None
-    k = argv.index("--rows")
-    try:
-        rows = int(argv[k + 1])
-    except (IndexError, ValueError):
-        raise SystemExit("--rows needs a positive integer") from None
-    if rows <= 0:
-        raise SystemExit("--rows needs a positive integer")
-    del argv[k : k + 2]
-    return rows
-
-
 def main() -> None:
-    rows_arg = _pop_rows(sys.argv)
+    rows_arg = C.pop_positive_int(sys.argv, "--rows")
     args = C.parse_args(__doc__.splitlines()[0])
     import dask
     import dask.array as da
     import distributed
     import opendp.prelude as dp
     import pyspark
-    from pyspark.sql import SparkSession
 
     import opendp_sketch as dps
     from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
@@ -185,26 +169,8 @@ def main() -> None:
         del Xd
 
     C.progress("starting Spark local[2]")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     t0 = time.perf_counter()
-    # Python workers put the JVM's working directory first on sys.path: start it inside the
-    # library snapshot so executors import the measured version, not the working tree
-    cwd = os.getcwd()
-    os.chdir(os.environ.get("OPENDP_SKETCH_BENCH_SNAPSHOT", cwd))
-    try:
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("opendp-sketch-bench")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.memory", "6g")
-            .getOrCreate()
-        )
-    finally:
-        os.chdir(cwd)
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = C.local_spark("opendp-sketch-bench")
     spark_start = time.perf_counter() - t0
     try:
         executor_lib = _executor_library(spark)

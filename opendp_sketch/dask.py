@@ -31,7 +31,7 @@ from ._fixed import Accumulator
 from ._validate import check_bounds
 from .domains import DaskBoxDomain, DaskTableDomain, table_descriptor
 from .features.base import FeatureMap, feature_map_from_dict
-from .schema import Schema
+from .schema import Schema, sum_problems
 from .transformations import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 
 __all__ = [
@@ -408,15 +408,6 @@ def _partition_problems(block: Any, schema_spec: dict[str, Any]) -> tuple[dict[s
     return schema.problems(frame), frame.height
 
 
-def _sum_problems(parts: Any) -> dict[str, dict[str, int]]:
-    totals: dict[str, dict[str, int]] = {}
-    for part in parts:
-        for column, kinds in part.items():
-            for kind, v in kinds.items():
-                totals.setdefault(column, {})[kind] = totals.setdefault(column, {}).get(kind, 0) + int(v)
-    return totals
-
-
 def _table_sum_and_count(
     data: Any,
     feature_map: FeatureMap,
@@ -436,7 +427,7 @@ def _table_sum_and_count(
     for part, _, _ in results:
         acc.add_exact(part)
     if found is not None:
-        found["problems"] = _sum_problems(r[2] for r in results)
+        found["problems"] = sum_problems(r[2] for r in results)
     return acc.clipped(I64_MAX), min(sum(r[1] for r in results), I64_MAX)
 
 
@@ -532,7 +523,7 @@ def check_dask_table(data: Any, schema: Schema) -> int:
     task = dask.delayed(_partition_problems, pure=True)
     spec = schema.to_dict()
     results = dask.compute(*[task(block, spec) for block in data[list(schema.columns)].to_delayed()])
-    found = _sum_problems(r[0] for r in results)
+    found = sum_problems(r[0] for r in results)
     rows = sum(r[1] for r in results)
     if rows == 0:
         raise ValueError("data is empty (0 rows)")

@@ -958,46 +958,6 @@ def _map_and_bounds(
     return feature_map
 
 
-def _release_cluster_table(
-    backend: Literal["dask", "spark"],
-    data: Any,
-    feature_map: FeatureMap | None,
-    schema: Any,
-    epsilon: float | None,
-    delta: float | None,
-    rho: float | None,
-    contributions: int,
-    count_fraction: float,
-    n_jobs: int | None,
-    pair_selection: float | str | None,
-    fine_bins: int | None,
-    pairs: str,
-    bounds: Any,
-    impute: Any,
-    column_names: Any,
-) -> Sketch:
-    """:func:`release_dask_sketch` / :func:`release_spark_sketch` with a schema: the path of
-    :func:`release_sketch` with a schema (the automatic map, its bin rule and its tree), the
-    table checked and summed on the cluster."""
-    _no_box_arguments(bounds, impute, column_names)
-    check_chunking(DEFAULT_CHUNK_ROWS, n_jobs)
-    return _release_table(
-        data,
-        as_schema(schema),
-        feature_map,
-        Budget.of(epsilon, delta, rho),
-        contributions,
-        count_fraction,
-        DEFAULT_CHUNK_ROWS,
-        n_jobs,
-        None,
-        pair_selection,
-        fine_bins,
-        pairs,
-        backend=backend,
-    )
-
-
 def as_schema(schema: Any) -> Schema:
     """A :class:`~opendp_sketch.Schema` from itself, its dict, or a JSON file path / text."""
     if isinstance(schema, Schema):
@@ -1988,9 +1948,12 @@ def release_dask_sketch(
     from .dask import check_dask_collection, dask_box_domain, make_dask_sum_and_count, sum_and_count_dask
 
     if schema is not None:
-        return _release_cluster_table(
-            "dask", data, feature_map, schema, epsilon, delta, rho, contributions, count_fraction, n_jobs,
-            pair_selection, fine_bins, pairs, bounds, impute, column_names,
+        _no_box_arguments(bounds, impute, column_names)
+        check_chunking(DEFAULT_CHUNK_ROWS, n_jobs)
+        budget = Budget.of(epsilon, delta, rho)
+        return _release_table(
+            data, as_schema(schema), feature_map, budget, contributions, count_fraction, DEFAULT_CHUNK_ROWS,
+            n_jobs, None, pair_selection, fine_bins, pairs, backend="dask",
         )  # fmt: skip
     feature_map = _map_and_bounds(feature_map, bounds, pair_selection, fine_bins, pairs)
 
@@ -2072,9 +2035,12 @@ def release_spark_sketch(
     from .spark import check_spark_frame, make_spark_sum_and_count, spark_box_domain, sum_and_count_spark
 
     if schema is not None:
-        return _release_cluster_table(
-            "spark", data, feature_map, schema, epsilon, delta, rho, contributions, count_fraction, n_jobs,
-            pair_selection, fine_bins, pairs, bounds, impute, column_names,
+        _no_box_arguments(bounds, impute, column_names)
+        check_chunking(DEFAULT_CHUNK_ROWS, n_jobs)
+        budget = Budget.of(epsilon, delta, rho)
+        return _release_table(
+            data, as_schema(schema), feature_map, budget, contributions, count_fraction, DEFAULT_CHUNK_ROWS,
+            n_jobs, None, pair_selection, fine_bins, pairs, backend="spark",
         )  # fmt: skip
     feature_map = _map_and_bounds(feature_map, bounds, pair_selection, fine_bins, pairs)
 

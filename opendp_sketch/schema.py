@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -574,6 +574,22 @@ class Schema:
         if not isinstance(col, Numeric):
             raise ValueError(f"column {column!r} is not numeric")
         return col.value(u)
+
+
+def sum_problems(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """Counts of :meth:`Schema.problems` added up, column by column and kind by kind (e.g. over
+    the partitions of a cluster table), for :meth:`Schema.refuse`.
+
+    >>> sum_problems([{"x": {"null": 1}}, {"x": {"null": 2, "inf": 1}, "c": {"unknown": 0}}])
+    {'x': {'null': 3, 'inf': 1}, 'c': {'unknown': 0}}
+    """
+    totals: dict[str, dict[str, int]] = {}
+    for part in parts:
+        for column, kinds in part.items():
+            into = totals.setdefault(column, {})
+            for kind, v in kinds.items():
+                into[kind] = into.get(kind, 0) + int(v)
+    return totals
 
 
 def _no_null_rule(col: Column) -> bool:

@@ -41,7 +41,7 @@ from ._fixed import Accumulator
 from ._validate import check_bounds
 from .domains import ClusterBoxDomain, SparkTableDomain, table_descriptor
 from .features.base import FeatureMap, feature_map_from_dict
-from .schema import Schema
+from .schema import Schema, sum_problems
 from .transformations import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 
 __all__ = [
@@ -160,22 +160,29 @@ def _spark_descriptor(domain: dp.Domain) -> SparkBoxDomain:
 
 # -- per-partition work (runs on the executors) -----------------------------------------------
 
-_EXECUTOR_MAPS: dict[str, FeatureMap] = {}
+#: objects rebuilt from their JSON spec on this Python worker (workers are reused across tasks)
+_EXECUTOR_CACHE: dict[str, Any] = {}
+
+
+def _rebuilt(spec: str, build: Any) -> Any:
+    """``build(json.loads(spec))``, once per worker and spec; a long-lived worker serving many
+    releases keeps only a few. No object is pickled: specs are JSON text."""
+    obj = _EXECUTOR_CACHE.get(spec)
+    if obj is None:
+        if len(_EXECUTOR_CACHE) >= 16:
+            _EXECUTOR_CACHE.clear()
+        obj = _EXECUTOR_CACHE[spec] = build(json.loads(spec))
+    return obj
 
 
 def _executor_map(spec: str) -> FeatureMap:
-    """The feature map of a JSON spec, rebuilt once per Python worker (workers are reused)."""
-    fm = _EXECUTOR_MAPS.get(spec)
-    if fm is None:
-        if len(_EXECUTOR_MAPS) >= 8:  # a long-lived worker serving many maps keeps only a few
-            _EXECUTOR_MAPS.clear()
-        fm = _EXECUTOR_MAPS[spec] = feature_map_from_dict(json.loads(spec))
-    return fm
+    """The feature map of a JSON spec, rebuilt once per Python worker."""
+    return _rebuilt(spec, feature_map_from_dict)
 
 
-def _row_blocks(batches: Iterator[Any], d: int) -> Iterator[np.ndarray]:
-    """The rows of Arrow batches (``d`` float64 columns) as float64 ``(rows, d)`` blocks of about
-    :data:`BLOCK_ROWS` rows (small batches are gathered; memory stays bounded); a null becomes NaN."""
+def _gathered(batches: Iterator[Any]) -> Iterator[list[Any]]:
+    """Arrow batches gathered into groups of about :data:`BLOCK_ROWS` rows (empty ones dropped),
+    so each block's work is large enough and memory stays bounded."""
     pending: list[Any] = []
     size = 0
     for batch in batches:
@@ -183,10 +190,17 @@ def _row_blocks(batches: Iterator[Any], d: int) -> Iterator[np.ndarray]:
             pending.append(batch)
             size += batch.num_rows
         if size >= BLOCK_ROWS:
-            yield _stack(pending, size, d)
+            yield pending
             pending, size = [], 0
     if size:
-        yield _stack(pending, size, d)
+        yield pending
+
+
+def _row_blocks(batches: Iterator[Any], d: int) -> Iterator[np.ndarray]:
+    """The rows of Arrow batches (``d`` float64 columns) as float64 ``(rows, d)`` blocks of about
+    :data:`BLOCK_ROWS` rows (small batches are gathered; memory stays bounded); a null becomes NaN."""
+    for group in _gathered(batches):
+        yield _stack(group, sum(b.num_rows for b in group), d)
 
 
 def _stack(batches: list[Any], size: int, d: int) -> np.ndarray:
@@ -444,17 +458,9 @@ def spark_table_domain(schema: Schema) -> dp.Domain:
     return dp.user_domain(f"SparkTableDomain(schema={schema.to_dict()})", _member, desc)
 
 
-_EXECUTOR_SCHEMAS: dict[str, Schema] = {}
-
-
 def _executor_schema(spec: str) -> Schema:
-    """The schema of a JSON spec, rebuilt once per Python worker (no pickled objects)."""
-    schema = _EXECUTOR_SCHEMAS.get(spec)
-    if schema is None:
-        if len(_EXECUTOR_SCHEMAS) >= 8:
-            _EXECUTOR_SCHEMAS.clear()
-        schema = _EXECUTOR_SCHEMAS[spec] = Schema.from_dict(json.loads(spec))
-    return schema
+    """The schema of a JSON spec, rebuilt once per Python worker."""
+    return _rebuilt(spec, Schema.from_dict)
 
 
 def _table_frames(batches: Iterator[Any]) -> Iterator[Any]:
@@ -462,23 +468,8 @@ def _table_frames(batches: Iterator[Any]) -> Iterator[Any]:
     import polars as pl
     import pyarrow as pa
 
-    pending: list[Any] = []
-    size = 0
-    for batch in batches:
-        if batch.num_rows:
-            pending.append(batch)
-            size += batch.num_rows
-        if size >= BLOCK_ROWS:
-            yield pl.from_arrow(pa.Table.from_batches(pending))
-            pending, size = [], 0
-    if size:
-        yield pl.from_arrow(pa.Table.from_batches(pending))
-
-
-def _add_problems(totals: dict[str, dict[str, int]], found: dict[str, dict[str, int]]) -> None:
-    for column, kinds in found.items():
-        for kind, v in kinds.items():
-            totals.setdefault(column, {})[kind] = totals.setdefault(column, {}).get(kind, 0) + int(v)
+    for group in _gathered(batches):
+        yield pl.from_arrow(pa.Table.from_batches(group))
 
 
 def _partition_table_stats(
@@ -498,7 +489,7 @@ def _partition_table_stats(
     rows = 0
     for frame in _table_frames(batches):
         if problems:
-            _add_problems(totals, schema.problems(frame))
+            totals = sum_problems([totals, schema.problems(frame)])
         acc.add_exact(fm.fixed_sum(schema.encode(frame), clip=box, n_jobs=n_jobs))
         rows += frame.height
     yield pa.RecordBatch.from_pydict(
@@ -515,7 +506,7 @@ def _partition_problems(batches: Iterator[Any], schema_spec: str) -> Iterator[An
     totals: dict[str, dict[str, int]] = {}
     rows = 0
     for frame in _table_frames(batches):
-        _add_problems(totals, schema.problems(frame))
+        totals = sum_problems([totals, schema.problems(frame)])
         rows += frame.height
     yield pa.RecordBatch.from_pydict({"problems": [json.dumps(totals)], "rows": [rows]})
 
@@ -546,12 +537,10 @@ def _table_sum_and_count(
     )
     results = data.select(*_table_columns(names)).mapInArrow(task, _TABLE_RESULT_SCHEMA).collect()
     acc = Accumulator(num_features)
-    totals: dict[str, dict[str, int]] = {}
     for r in results:
         acc.add_exact([int(v) for v in r["sums"].split(",")])
-        _add_problems(totals, json.loads(r["problems"]))
     if found is not None:
-        found["problems"] = totals
+        found["problems"] = sum_problems(json.loads(r["problems"]) for r in results)
     return acc.clipped(I64_MAX), min(sum(int(r["rows"]) for r in results), I64_MAX)
 
 
@@ -668,9 +657,7 @@ def check_spark_table(data: Any, schema: Schema) -> int:
     check_spark_table_types(data, schema)
     task = functools.partial(_partition_problems, schema_spec=json.dumps(schema.to_dict()))
     results = data.select(*_table_columns(schema.columns)).mapInArrow(task, _PROBLEMS_SCHEMA).collect()
-    found: dict[str, dict[str, int]] = {}
-    for r in results:
-        _add_problems(found, json.loads(r["problems"]))
+    found = sum_problems(json.loads(r["problems"]) for r in results)
     rows = sum(int(r["rows"]) for r in results)
     if rows == 0:
         raise ValueError("data is empty (0 rows)")
