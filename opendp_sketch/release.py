@@ -94,6 +94,12 @@ AUTO_PAIR_SNR = 3 * math.sqrt(2)
 #: 1-way cells see a third of the noise of 2-way cells (benchmarks/results/bench_one_way_weight.md,
 #: weights 3 and 4 against 2 on common noise; real_tables*.md, weight 2 against 1)
 AUTO_ONE_WAY_WEIGHT = 3.0
+#: a numeric column whose automatic 1-way cells are finer than the pairs' (64 or 32 bins with
+#: 2-way marginals) is also measured at the pairs' 16 bins, a two-level tree: the coarse level at
+#: ``one_way_weight + AUTO_TREE_EXTRA_WEIGHT``, the fine one at ``AUTO_TREE_FINE_WEIGHT``
+#: (:func:`auto_marginals`; benchmarks/results/bench_one_way_tree.md)
+AUTO_TREE_EXTRA_WEIGHT = 1.0
+AUTO_TREE_FINE_WEIGHT = 1.0
 #: the pair rule reads the noise of the map whose 1-way blocks weigh at most this much: the
 #: weight ``AUTO_PAIR_SNR`` was measured at, so a heavier 1-way weight keeps the same pairs
 AUTO_RULE_ONE_WAY_WEIGHT = 2.0
@@ -1086,7 +1092,7 @@ def auto_marginals(
     ((16, 16), (8, 8))
     >>> fm = auto_marginals(box, rows=60_000, epsilon=3.0)
     >>> type(fm).__name__, fm.weights, [len(m.blocks) for m in fm.maps]
-    ('Composite', (3.0, 1.0), [6, 15])
+    ('Composite', (4.0, 1.0, 1.0), [6, 6, 15])
     >>> [len(pairs(auto_marginals(box, rows=60_000, epsilon=0.1, pairs=p))) for p in ("rule", "all", "none")]
     [0, 15, 0]
     """
@@ -1114,12 +1120,46 @@ def _kept(full: Marginals, keep: Sequence[int], weight: float) -> FeatureMap:
 
 def _weighted(fm: Marginals, weight: float) -> FeatureMap:
     """The 1-way blocks of ``fm`` at ``weight`` against its 2- and 3-way blocks at 1 (a
-    :class:`~opendp_sketch.Composite`), or ``fm`` itself at weight 1 or without pairs."""
+    :class:`~opendp_sketch.Composite`), or ``fm`` itself at weight 1 or without pairs.
+
+    A column with two 1-way blocks (a tree: ``Marginals.auto(coarse_one_way=)``) has its coarse
+    block at ``weight + AUTO_TREE_EXTRA_WEIGHT`` and its fine block at ``AUTO_TREE_FINE_WEIGHT``,
+    parts of their own (see :func:`auto_marginals`); at ``weight`` 1 every block, the tree's too,
+    stays at weight 1 in ``fm`` itself.
+
+    >>> from opendp_sketch.features.marginals import Marginals
+    >>> fm = Marginals.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=2, coarse_one_way=2)
+    >>> w = _weighted(fm, 3.0)
+    >>> w.weights, [[(b.subset, b.shape) for b in m.blocks] for m in w.maps][:2]
+    ((4.0, 1.0, 1.0), [[((0,), (2,)), ((1,), (2,)), ((2,), (2,))], [((0,), (8,)), ((1,), (8,)), ((2,), (8,))]])
+    >>> w.sensitivity(1) == 3 * (4 + 1) + 3
+    True
+    """
     ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
     pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
+    column = [fm.blocks[i].subset[0] for i in ones]
+    fine = [
+        i
+        for i in ones
+        if column.count(fm.blocks[i].subset[0]) > 1
+        and fm.blocks[i].size
+        == max(fm.blocks[k].size for k in ones if fm.blocks[k].subset == fm.blocks[i].subset)
+    ]
     if weight == 1.0 or not pairs:
         return fm
-    return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
+    if not fine:
+        return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
+    trees = {fm.blocks[i].subset[0] for i in fine}
+    coarse = [i for i in ones if i not in fine and fm.blocks[i].subset[0] in trees]
+    single = [i for i in ones if fm.blocks[i].subset[0] not in trees]
+    parts = [
+        (coarse, float(weight) + AUTO_TREE_EXTRA_WEIGHT),
+        (single, float(weight)),
+        (fine, AUTO_TREE_FINE_WEIGHT),
+        (pairs, 1.0),
+    ]
+    parts = [(p, w) for p, w in parts if p]
+    return Composite([fm.take(p) for p, _ in parts], weights=[w for _, w in parts])
 
 
 def _check_pairs(pairs: Any) -> str:
@@ -1215,8 +1255,33 @@ def _auto_blocks(
         if rows / AUTO_FINER_BINS >= AUTO_FINE_SNR * one_way_std:
             # the same blocks with finer 1-way cells: every block still takes one cell per row, so
             # the sensitivity, the noise and the pairs the rule keeps are the same
-            return by_rule(AUTO_FINER_BINS)
+            fm, keep = by_rule(AUTO_FINER_BINS)
+            # four 1-way cells to a pair's bin: the numeric columns also get a 1-way block at the
+            # pairs' bins (a two-level tree, weighted by _weighted); the pairs the rule kept stay
+            numeric = [j for j in range(fm.dim) if j not in fm.categories and j not in (levels or {})]
+            if any(len(fm.blocks[i].subset) > 1 for i in keep):
+                return _with_coarse_one_way(fm, keep, numeric, AUTO_MAX_PAIR_BINS)
     return fm, keep
+
+
+def _with_coarse_one_way(
+    fm: Marginals, keep: list[int], columns: Sequence[int], bins: int
+) -> tuple[Marginals, list[int]]:
+    """``fm`` with a second 1-way block of ``bins`` equal bins for each of ``columns`` whose 1-way
+    block has more cells (a multiple of ``bins``), after the 1-way blocks; the indices of ``keep``
+    moved to match, the new blocks kept. ``fm`` itself when no column qualifies."""
+    one = {b.subset[0]: b for b in fm.blocks if len(b.subset) == 1}
+    tree = [
+        j
+        for j in columns
+        if j in one and one[j].size > bins and (one[j].size - (2 if one[j].cuts else 0)) % bins == 0
+    ]
+    if not tree:
+        return fm, keep
+    first = sum(1 for b in fm.blocks if len(b.subset) == 1)  # the 1-way blocks come first
+    out = fm.insert(first, [(j,) for j in tree], [[bins] for _ in tree])
+    moved = [i if i < first else i + len(tree) for i in keep]
+    return out, sorted(moved + list(range(first, first + len(tree))))
 
 
 def auto_feature_map(
@@ -1254,7 +1319,7 @@ def auto_feature_map(
     ((3.0, 1.0), [[((0,), (32,)), ((1,), (2,))], [((0, 1), (8, 2))]])
     >>> s = dps.Schema({"age": (18, 90), "income": (0, 1e6), "cut": ["Fair", "Ideal"]}, rows=50_000)
     >>> [b.shape for m in auto_feature_map(s, epsilon=1.0).maps for b in m.blocks]
-    [(64,), (64,), (2,), (16, 16), (16, 2), (16, 2)]
+    [(16,), (16,), (2,), (64,), (64,), (16, 16), (16, 2), (16, 2)]
     >>> fm = auto_feature_map(s, epsilon=0.01)   # no pair pays at this budget: the pairs' 16 bins
     >>> type(fm).__name__, [b.shape for b in fm.blocks]
     ('Marginals', [(16,), (16,), (2,)])

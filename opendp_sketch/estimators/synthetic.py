@@ -605,6 +605,82 @@ def _one_way_blocks(fm: FeatureMap, joint: bool = True) -> list[tuple[int, int, 
     return ones if has_joint or not joint else []
 
 
+def _one_way_estimates(
+    fm: FeatureMap,
+    target: np.ndarray,
+    var: np.ndarray,
+    joint: bool = True,
+    discrete: Mapping[int, np.ndarray] | None = None,
+) -> list[tuple[int, int, int, int, np.ndarray, np.ndarray, float, np.ndarray | None]]:
+    """One estimate of each column's 1-way marginal from all its released 1-way blocks:
+    ``(column of cell_index, input column, offset, cells, estimate y, distribution t, noise
+    variance per cell, precision of y or None)`` on the column's finest 1-way block (``target`` and ``var`` as shares of
+    the rows, each block divided by its weight); ``[]`` as :func:`_one_way_blocks`.
+
+    With one block, ``y`` is that block, ``t`` its projection on the simplex and the precision
+    ``None`` (``I / v``). A column
+    measured at two resolutions whose cells nest (each coarse cell a union of fine ones) gets the
+    generalised least-squares estimate of its fine cells from both, each weighted by its noise
+    variance, ``y = argmin_x Σ_b ‖A_b x − y_b‖² / v_b`` (``A_b`` sums fine cells into block
+    ``b``'s cells), and ``t`` projects it level by level: the coarse sums of ``y`` on the
+    simplex, then each coarse cell's fine cells on the simplex scaled to that cell's share. One
+    projection of the fine cells would subtract the same amount from every one of them and move
+    mass between coarse cells by as much as the fine cells' noise. A fine cell holding none of a
+    discrete column's public values (``discrete``) is held at 0 in both steps: the snapping of
+    points to values would move its mass to another cell. Blocks whose edges do not nest
+    in the finest one are left out. Reads released sums, their recorded variances and public
+    edges: post-processing, never raises.
+    """
+    per_column: dict[int, list[tuple[int, int, int, float, np.ndarray]]] = {}
+    has_joint, position = False, 0
+    for m, offset, weight in _marginal_parts(fm):
+        for i, b in enumerate(m.blocks):
+            if len(b.subset) == 1:
+                per_column.setdefault(b.subset[0], []).append(
+                    (position, offset + b.offset, b.size, weight, m.block_edges(i)[0])
+                )
+            else:
+                has_joint = True
+            position += 1
+    if joint and not has_joint:
+        return []
+    out: list[tuple[int, int, int, int, np.ndarray, np.ndarray, float, np.ndarray | None]] = []
+    for column, blocks in per_column.items():
+        position, offset, size, weight, fine = max(blocks, key=lambda t: t[2])
+        y = np.nan_to_num(target[offset : offset + size] / weight)
+        v = float(np.max(var[offset : offset + size])) / weight**2
+        nested = []  # (cells, sums of fine cells into them, released shares, variance)
+        for _, o, k, wgt, e in blocks:
+            vb = float(np.max(var[o : o + k])) / wgt**2
+            if o != offset and e[0] == fine[0] and e[-1] == fine[-1] and np.isin(e, fine).all():
+                if math.isfinite(vb) and vb > 0:
+                    A = np.zeros((k, size))
+                    A[_cell_of(e, 0.5 * (fine[:-1] + fine[1:])), np.arange(size)] = 1.0
+                    nested.append((k, A, np.nan_to_num(target[o : o + k] / wgt), vb))
+        if not (nested and math.isfinite(v) and v > 0):
+            out.append((position, column, offset, size, y, _simplex_projection(y), v, None))
+            continue
+        free = np.ones(size, dtype=bool)
+        if discrete is not None and column in discrete:
+            free = np.bincount(_cell_of(fine, discrete[column]), minlength=size) > 0
+        H = np.eye(size) / v + sum(A.T @ A / vb for _, A, _, vb in nested)
+        cov = np.zeros((size, size))
+        cov[np.ix_(free, free)] = np.linalg.inv(H[np.ix_(free, free)])
+        y = cov @ (y / v + sum(A.T @ yb / vb for _, A, yb, vb in nested))
+        _, A, _, _ = min(nested, key=lambda t: t[0])  # the coarsest level
+        reach = A @ free > 0  # coarse cells holding a free fine cell
+        shares = np.zeros(A.shape[0])
+        shares[reach] = _simplex_projection((A @ y)[reach])
+        t = np.zeros(size)
+        for c in np.flatnonzero(shares > 0):
+            inside = (A[c] > 0) & free
+            t[inside] = shares[c] * _simplex_projection(y[inside] / shares[c])
+        out.append(
+            (position, column, offset, size, y, t, float(np.max(np.diag(cov))), H * np.outer(free, free))
+        )
+    return out
+
+
 def _two_way_blocks(fm: FeatureMap) -> list[tuple[int, tuple[int, int], int, tuple[int, int], float]]:
     """``(column of cell_index, (u, v) input columns, offset, (k_u, k_v) cells, block weight)`` of
     every 2-way marginal of a map of marginals (or a composite of them)."""
@@ -734,7 +810,12 @@ def _released_forest(fm: FeatureMap, target: np.ndarray) -> list[tuple[int, int,
 
 
 def _rake_one_way(
-    fm: FeatureMap, X: np.ndarray, w: np.ndarray, target: np.ndarray, var: np.ndarray
+    fm: FeatureMap,
+    X: np.ndarray,
+    w: np.ndarray,
+    target: np.ndarray,
+    var: np.ndarray,
+    discrete: Mapping[int, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, tuple[int, ...]]:
     """Weights raked to the released 1-way marginals the joint fit misses; the raked columns.
 
@@ -765,19 +846,20 @@ def _rake_one_way(
     Post-processing: it reads the released targets, their recorded noise variances and public
     cells only, and never raises.
     """
-    blocks = _one_way_blocks(fm)
+    blocks = _one_way_estimates(fm, target, var, discrete=discrete)
     if not blocks or X.shape[0] == 0:
         return w, ()
     idx, _ = cell_index(fm, X)
     chosen = []
-    for position, column, offset, size, weight in blocks:
+    for position, column, offset, size, y, t, v, H in blocks:
         cells = idx[:, position] - offset
-        y = target[offset : offset + size] / weight
-        t = _simplex_projection(y)
         m = np.bincount(cells, weights=w, minlength=size)
-        v = float(np.max(var[offset : offset + size])) / weight**2
-        excess = float(np.sum((m - y) ** 2) - np.sum((t - y) ** 2))
-        if math.isfinite(excess) and excess > max(_RAKE_EXCESS * v * size, 1e-12):
+        if H is None:
+            excess = float(np.sum((m - y) ** 2) - np.sum((t - y) ** 2))
+            rake = excess > max(_RAKE_EXCESS * v * size, 1e-12)
+        else:  # nested resolutions: t is the best estimate there is of this marginal
+            excess, rake = 0.0, True
+        if math.isfinite(excess) and rake:
             chosen.append((column, cells, t))
     if not chosen:
         return w, ()
@@ -1037,7 +1119,7 @@ class SyntheticDecoder:
         w = uniform
         # with a released 1-way marginal for every column, round 1 draws from those directly:
         # the fit of round 0 (on points spread over the box) only served to estimate them
-        start = self._released_one_way(fm, X, target, rng) if self.rounds > 1 else None
+        start = self._released_one_way(fm, X, target, var, rng) if self.rounds > 1 else None
         round_tol = self.tol if _ROUND_TOL is None else max(self.tol, _ROUND_TOL)
         self._forest = _released_forest(fm, target) if start is not None and _FOREST_START else []
         self._forest_map = fm
@@ -1064,7 +1146,7 @@ class SyntheticDecoder:
         _, X, w, design = best
         self.raked_ = ()
         if self.rake:
-            w, self.raked_ = _rake_one_way(fm, X, w, target, var / n_hat**2)
+            w, self.raked_ = _rake_one_way(fm, X, w, target, var / n_hat**2, self.discrete_)
         residual = float(np.linalg.norm(design.mix(w) - target)) if X.shape[0] else float("nan")
         noise = float(np.sqrt(np.sum(np.where(np.isfinite(var), var, 0.0)))) / n_hat
         if self.within_cells == "linear":
@@ -1074,7 +1156,7 @@ class SyntheticDecoder:
         self.reason_ = None
 
     def _released_one_way(
-        self, fm: FeatureMap, X: np.ndarray, target: np.ndarray, rng: np.random.Generator
+        self, fm: FeatureMap, X: np.ndarray, target: np.ndarray, var: np.ndarray, rng: np.random.Generator
     ) -> list[np.ndarray] | None:
         """Per column, weights on the starting points whose marginal is that column's released
         1-way block projected on the simplex; ``None`` (round 0 is fitted) when the map is not
@@ -1086,19 +1168,20 @@ class SyntheticDecoder:
         """
         if self.prior is not None or X.shape[0] == 0:
             return None
-        blocks: dict[int, tuple[int, int, int, float]] = {}
-        for position, column, offset, size, weight in _one_way_blocks(fm, joint=False):
-            if column not in blocks or size > blocks[column][2]:
-                blocks[column] = (position, offset, size, weight)
+        blocks = {
+            column: (position, offset, size, t)
+            for position, column, offset, size, _, t, _, _ in _one_way_estimates(
+                fm, target, var, joint=False, discrete=self.discrete_
+            )
+        }
         if len(blocks) != X.shape[1]:
             return None
         self._keep_every_cell(X, rng)
         full, _ = cell_index(fm, X)
         out = []
         for j in range(X.shape[1]):
-            position, offset, size, weight = blocks[j]
+            position, offset, size, t = blocks[j]
             cells = full[:, position] - offset
-            t = _simplex_projection(np.nan_to_num(target[offset : offset + size] / weight))
             count = np.bincount(cells, minlength=size).astype(np.float64)
             v = np.divide(t, count, out=np.zeros(size), where=count > 0)[cells]
             total = v.sum()

@@ -59,7 +59,6 @@ def _parse_subsets(subsets: Any, dim: int) -> list[tuple[int, ...]]:
     if len(subsets) > MAX_SUBSETS:
         raise ValueError(f"subsets has {len(subsets)} marginals; it must have at most {MAX_SUBSETS}")
     out: list[tuple[int, ...]] = []
-    seen: set[frozenset[int]] = set()
     for s in subsets:
         cols = (s,) if _is_int(s) else s
         if (
@@ -73,9 +72,6 @@ def _parse_subsets(subsets: Any, dim: int) -> list[tuple[int, ...]]:
             raise ValueError(f"subset ({s!r}) must hold 1 to {MAX_WAY} distinct columns")
         if min(t) < 0 or max(t) >= dim:
             raise ValueError(f"subset ({s!r}) must hold column indices in [0, {dim - 1}]")
-        if frozenset(t) in seen:
-            raise ValueError(f"subset ({s!r}) appears twice (column order does not make a new marginal)")
-        seen.add(frozenset(t))
         out.append(t)
     return out
 
@@ -260,9 +256,17 @@ class Marginals(OneHotFeatureMap):
         self.categories = _parse_categorical(categorical, self.lower, self.upper)
         parsed = _parse_subsets(subsets, self.dim)
         blocks, offset = [], 0
+        seen: set[tuple[frozenset[int], Any]] = set()
         for s, (shape, cut) in zip(
             parsed, _parse_bins(bins, parsed, self.lower, self.upper, self.categories)
         ):
+            # a subset may come back at another resolution (a coarse level over fine cells)
+            key = (frozenset(s), tuple(sorted(zip(s, shape, [None if c is None else tuple(c) for c in cut]))))
+            if key in seen:
+                raise ValueError(
+                    f"subset ({s!r}) appears twice with the same bins (column order does not make a new marginal)"
+                )
+            seen.add(key)
             blocks.append(MarginalBlock(s, shape, offset, cut if any(c is not None for c in cut) else ()))
             offset += math.prod(shape)
             if offset > MAX_CELLS:
@@ -311,6 +315,25 @@ class Marginals(OneHotFeatureMap):
         if j in self.categories:
             return np.arange(b + 1, dtype=np.float64) + (self.lower[j] - 0.5)
         return np.linspace(self.lower[j], self.upper[j], b + 1)
+
+    def insert(self, position: int, subsets: Sequence[Any], bins: Sequence[Any]) -> Marginals:
+        """These marginals with the blocks ``subsets`` (bins as the constructor takes them, one
+        entry per subset) inserted before block ``position``.
+
+        >>> import opendp_sketch as dps
+        >>> fm = dps.Marginals(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[8], [8], [2, 2]], dim=2)
+        >>> [(b.subset, b.shape) for b in fm.insert(2, [0], [[4]]).blocks]
+        [((0,), (8,)), ((1,), (8,)), ((0,), (4,)), ((0, 1), (2, 2))]
+        """
+        if not _is_int(position) or not 0 <= position <= len(self.blocks):
+            raise ValueError(f"position ({position!r}) must be an index in [0, {len(self.blocks)}]")
+        p, k = self._params(), int(position)
+        return Marginals(
+            p["bounds"],
+            p["subsets"][:k] + list(subsets) + p["subsets"][k:],
+            p["bins"][:k] + list(bins) + p["bins"][k:],
+            categorical=p["categorical"],
+        )
 
     def take(self, blocks: Sequence[int]) -> Marginals:
         """The marginals ``blocks`` (positions in :attr:`blocks`, in that order) as a map of their
@@ -410,6 +433,7 @@ class Marginals(OneHotFeatureMap):
         levels: Mapping[int, int] | None = None,
         bound_cells: float | None = None,
         pair_levels: int | None = None,
+        coarse_one_way: int | None = None,
     ) -> Marginals:
         r"""Marginals chosen from public information only: every 1-way and as many 2-way as fit.
 
@@ -441,6 +465,11 @@ class Marginals(OneHotFeatureMap):
         :param pair_levels: the most values a ``levels`` column keeps one bin each for in the
             2-way marginals; one with more gets ``c`` equal bins there, like any numeric column
             (each a run of neighbouring values). ``None`` (default): one bin per value everywhere
+        :param coarse_one_way: ``K`` dividing ``fine_bins``: every numeric column with equal
+            fine bins (not categorical, not in ``levels``) gets a second 1-way marginal of ``K``
+            equal bins, after all the fine ones; each coarse bin is a union of fine bins (a
+            two-level tree: a decoder estimates the fine cells from both levels). ``None``
+            (default): one 1-way marginal per column
         :raises ValueError: if the 1-way marginals alone exceed ``max_cells``
         :example:
 
@@ -454,6 +483,10 @@ class Marginals(OneHotFeatureMap):
         >>> one = dps.Marginals.auto((0, 10), dim=1, fine_bins=4, bound_cells=1e-3)
         >>> one.blocks[0].shape, one.block_edges(0)[0].tolist()
         ((6,), [0.0, 0.01, 2.5, 5.0, 7.5, 9.99, 10.0])
+        >>> tree = dps.Marginals.auto(([0, 0, 0], [1, 1, 3]), categorical=[2], fine_bins=16,
+        ...                           coarse_bins=4, coarse_one_way=4)
+        >>> [(b.subset, b.shape) for b in tree.blocks][:5], tree.sensitivity(1)
+        ([((0,), (16,)), ((1,), (16,)), ((2,), (4,)), ((0,), (4,)), ((1,), (4,))], 8.0)
         """
         lo, hi = check_bounds(bounds, dim)
         d = lo.size
@@ -472,9 +505,18 @@ class Marginals(OneHotFeatureMap):
         ):
             raise ValueError(f"bound_cells ({bound_cells!r}) must be a number in (0, 1/(2·fine_bins))")
         ones = [fixed.get(j, fine if delta is None else fine + 2) for j in range(d)]
+        tree: list[int] = []
+        if coarse_one_way is not None:
+            k = check_positive_int(coarse_one_way, "coarse_one_way")
+            if fine % k or k >= fine:
+                raise ValueError(
+                    f"coarse_one_way ({coarse_one_way!r}) must divide fine_bins ({fine}) and be smaller"
+                )
+            tree = [j for j in range(d) if j not in fixed]
+            ones = ones + [k] * len(tree)
         if sum(ones) > budget:
             raise ValueError(f"max_cells ({max_cells}) is below the {sum(ones)} cells of the 1-way marginals")
-        subsets: list[Any] = [(j,) for j in range(d)]
+        subsets: list[Any] = [(j,) for j in range(d)] + [(j,) for j in tree]
         bins: list[Any] = [[b] for b in ones]
         if delta is not None:
             for j in range(d):
@@ -502,7 +544,8 @@ class Marginals(OneHotFeatureMap):
                 subsets.append(p)
                 bins.append(list(shape(p, c)))
                 total += size
-        order = sorted(range(d, len(subsets)), key=lambda i: subsets[i])  # pairs in column order
-        subsets = subsets[:d] + [subsets[i] for i in order]
-        bins = bins[:d] + [bins[i] for i in order]
+        first = d + len(tree)
+        order = sorted(range(first, len(subsets)), key=lambda i: subsets[i])  # pairs in column order
+        subsets = subsets[:first] + [subsets[i] for i in order]
+        bins = bins[:first] + [bins[i] for i in order]
         return cls((lo, hi), subsets, bins, categorical=sorted(cats))

@@ -346,22 +346,36 @@ def test_pairs_follow_the_public_row_estimate_and_budget():
 
 
 def test_automatic_pairs_are_a_composite_whose_one_way_cells_see_less_noise():
-    """By default the 1-way blocks weigh 3 against the pairs: Δ₁ = 3·d + pairs, Δ₂² = 9·d + pairs,
-    and the pair rule reads the map at weight 2 (it keeps a pair only where the plain map would)."""
-    from opendp_sketch.release import AUTO_ONE_WAY_WEIGHT, auto_marginals
+    """By default the 1-way blocks weigh 3 against the pairs, and a numeric column whose 1-way
+    cells are finer than the pairs' is measured at two levels: its 16 coarse cells at weight 4,
+    its fine cells at 1. So Δ₁ = 5·d + pairs, Δ₂² = 17·d + pairs for d numeric columns; the pair
+    rule reads the map at weight 2 (it keeps a pair only where the plain map would)."""
+    from opendp_sketch.release import (
+        AUTO_ONE_WAY_WEIGHT,
+        AUTO_TREE_EXTRA_WEIGHT,
+        AUTO_TREE_FINE_WEIGHT,
+        auto_marginals,
+    )
 
     box = ([0.0] * 6, [1.0] * 6)
     fm = auto_marginals(box, rows=60_000, epsilon=1.0)
-    assert isinstance(fm, dps.Composite) and fm.weights == (AUTO_ONE_WAY_WEIGHT, 1.0) == (3.0, 1.0)
-    assert fm.sensitivity(1) == 3 * 6 + 15 and fm.sensitivity(2) ** 2 == pytest.approx(9 * 6 + 15)
-    ones, two = fm.maps
-    assert [b.subset for b in ones.blocks] == [(j,) for j in range(6)] and len(two.blocks) == 15
+    assert isinstance(fm, dps.Composite)
+    assert (
+        fm.weights
+        == (AUTO_ONE_WAY_WEIGHT + AUTO_TREE_EXTRA_WEIGHT, AUTO_TREE_FINE_WEIGHT, 1.0)
+        == (4.0, 1.0, 1.0)
+    )
+    assert fm.sensitivity(1) == 5 * 6 + 15 and fm.sensitivity(2) ** 2 == pytest.approx(17 * 6 + 15)
+    coarse, fine, two = fm.maps
+    assert [(b.subset, b.shape) for b in coarse.blocks] == [((j,), (16,)) for j in range(6)]
+    assert [(b.subset, b.shape) for b in fine.blocks] == [((j,), (64,)) for j in range(6)]
+    assert len(two.blocks) == 15
     for n in (10**3, 10**4, 10**5, 10**6):
         for e in (0.1, 0.3, 1.0, 3.0):
             plain = auto_marginals(box, rows=n, epsilon=e, one_way_weight=1.0)
             weighted = auto_marginals(box, rows=n, epsilon=e)
-            kept = len(weighted.maps[1].blocks) if isinstance(weighted, dps.Composite) else 0
-            assert kept <= len(plain.blocks) - 6
+            kept = len(weighted.maps[-1].blocks) if isinstance(weighted, dps.Composite) else 0
+            assert kept <= sum(len(b.subset) == 2 for b in plain.blocks)
     # no pair kept: one plain Marginals, as before
     assert isinstance(auto_marginals(box, rows=60_000, epsilon=0.1), dps.Marginals)
     for bad in (0.5, 0, float("nan"), True, "2"):
@@ -376,7 +390,7 @@ def test_a_heavier_one_way_weight_keeps_the_pairs_of_weight_two():
     from opendp_sketch.release import auto_marginals
 
     def pairs(fm):
-        return [b.subset for b in fm.maps[1].blocks] if isinstance(fm, dps.Composite) else []
+        return [b.subset for b in fm.maps[-1].blocks] if isinstance(fm, dps.Composite) else []
 
     box = ([0.0] * 7, [1.0] * 7)
     for n in (10**4, 6 * 10**4, 10**6):
@@ -385,8 +399,8 @@ def test_a_heavier_one_way_weight_keeps_the_pairs_of_weight_two():
             for a in (3.0, 6.0):
                 heavy = auto_marginals(box, rows=n, epsilon=e, one_way_weight=a)
                 assert pairs(heavy) == pairs(two)
-                if pairs(two):
-                    assert heavy.weights == (a, 1.0)
+                if pairs(two):  # every pair kept: the 1-way cells are finer than the pairs', a tree
+                    assert heavy.weights == (a + 1.0, 1.0, 1.0)
     assert pairs(auto_marginals(box, rows=60_000, epsilon=1.0, one_way_weight=3.0))  # movies' case
 
 
@@ -420,7 +434,7 @@ def test_one_way_bins_follow_the_row_estimate_and_the_budget():
     box = ([0.0] * 7, [1.0] * 7)
     assert one_way(auto_marginals(box)) == {(32,)}  # no row estimate: no rule
     every = auto_marginals(box, rows=60_000, epsilon=1.0)
-    assert len(pairs(every)) == 21 and one_way(every) == {(64,)}
+    assert len(pairs(every)) == 21 and one_way(every) == {(16,), (64,)}  # the tree's two levels
     assert one_way(auto_marginals(box, rows=60_000, epsilon=1.0, fine_bins=16)) == {(16,)}
     # ε = 0.1 keeps no pair: the pairs' 16 bins, whatever the row estimate; "none" leaves them out too
     for rows in (60_000, 200_000):
@@ -440,7 +454,7 @@ def test_one_way_bins_follow_the_row_estimate_and_the_budget():
     assert one_way(below) == {(32,)} and one_way(above) == {(64,)}
     # categories keep their cells whatever the bins
     cats = auto_marginals(([0.0, 0.0], [1.0, 3.0]), categorical=[1], rows=60_000, epsilon=1.0)
-    assert one_way(cats) == {(64,), (4,)}
+    assert one_way(cats) == {(16,), (64,), (4,)}
 
 
 def test_auto_feature_map_takes_fixed_one_way_bins():
@@ -453,7 +467,8 @@ def test_auto_feature_map_takes_fixed_one_way_bins():
     def one_way(fm):
         return [b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 1]
 
-    assert one_way(dps.auto_feature_map(schema, epsilon=1.0)) == [(23,), (64,), (2,)]
+    # the rule's 64 bins come with the pairs' 16 as a second level (a tree); an explicit k does not
+    assert one_way(dps.auto_feature_map(schema, epsilon=1.0)) == [(16,), (23,), (2,), (64,)]
     assert one_way(dps.auto_feature_map(schema, epsilon=1.0, fine_bins=16)) == [(23,), (16,), (2,)]
     with pytest.raises(ValueError, match="fine_bins"):
         dps.auto_feature_map(schema, epsilon=1.0, fine_bins=0)
@@ -472,8 +487,8 @@ def test_auto_feature_map_measures_the_pairs_asked_for():
     assert len(two_way(high)) == 6 and len(two_way(low)) < 6
     assert two_way(dps.auto_feature_map(schema, epsilon=0.02, pairs="rule")) == two_way(low)
     every = dps.auto_feature_map(schema, epsilon=0.02, pairs="all")
-    assert len(two_way(every)) == 6 and every.weights == (3.0, 1.0)
-    assert {b.shape for m in every.maps[1:] for b in m.blocks} == {(16, 16), (16, 2)}
+    assert len(two_way(every)) == 6 and every.weights == (3.0, 1.0)  # 32 bins at this budget: no tree
+    assert {b.shape for m in every.maps for b in m.blocks if len(b.subset) == 2} == {(16, 16), (16, 2)}
     none = dps.auto_feature_map(schema, epsilon=3.0, pairs="none")
     assert isinstance(none, dps.Marginals) and two_way(none) == []
     # without a row estimate every pair is measured (8 × 8); "none" still drops them
@@ -494,7 +509,7 @@ def test_release_with_every_pair_spends_its_budget_and_records_the_map():
     schema = dps.Schema({"x": (0, 1), "y": (0, 1), "z": (0, 1)}, rows=3000)
     sk = dps.release_sketch(frame, schema=schema, epsilon=0.5, pairs="all")
     assert sk.privacy["epsilon"] <= 0.5
-    assert [b.subset for b in sk.feature_map.maps[1].blocks] == [(0, 1), (0, 2), (1, 2)]
+    assert [b.subset for b in sk.feature_map.maps[-1].blocks] == [(0, 1), (0, 2), (1, 2)]
     rule = dps.release_sketch(frame, schema=schema, epsilon=0.5)
     assert isinstance(rule.feature_map, dps.Marginals)  # the rule keeps no pair at this size
     with pytest.raises(ValueError, match="drop feature_map= or pairs="):

@@ -516,7 +516,8 @@ def test_marginals_start_from_their_released_one_way_blocks(table):
     dec.lower_, dec.upper_, dec.discrete_ = np.zeros(3), np.ones(3), {}
     dec.edges_ = cell_edges(fm, dec.lower_, dec.upper_)
     X = np.random.default_rng(0).uniform(size=(3000, 3))
-    per_column = dec._released_one_way(fm, X, noisy, np.random.default_rng(0))  # noqa: SLF001
+    var = np.ones_like(noisy)
+    per_column = dec._released_one_way(fm, X, noisy, var, np.random.default_rng(0))  # noqa: SLF001
     assert per_column is not None and len(per_column) == 3
     for j, w in enumerate(per_column):
         mass = np.bincount(_cells(X[:, j], 16), weights=w, minlength=16)
