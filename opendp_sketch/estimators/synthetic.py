@@ -611,14 +611,13 @@ def _one_way_estimates(
     var: np.ndarray,
     joint: bool = True,
     discrete: Mapping[int, np.ndarray] | None = None,
-) -> list[tuple[int, int, int, int, np.ndarray, np.ndarray, float, np.ndarray | None]]:
+) -> list[tuple[int, int, int, int, np.ndarray, np.ndarray, float, bool]]:
     """One estimate of each column's 1-way marginal from all its released 1-way blocks:
     ``(column of cell_index, input column, offset, cells, estimate y, distribution t, noise
-    variance per cell, precision of y or None)`` on the column's finest 1-way block (``target`` and ``var`` as shares of
-    the rows, each block divided by its weight); ``[]`` as :func:`_one_way_blocks`.
+    variance per cell, two levels?)`` on the column's finest 1-way block (``target`` and ``var``
+    as shares of the rows, each block divided by its weight); ``[]`` as :func:`_one_way_blocks`.
 
-    With one block, ``y`` is that block, ``t`` its projection on the simplex and the precision
-    ``None`` (``I / v``). A column
+    With one block, ``y`` is that block and ``t`` its projection on the simplex. A column
     measured at two resolutions whose cells nest (each coarse cell a union of fine ones) gets the
     generalised least-squares estimate of its fine cells from both, each weighted by its noise
     variance, ``y = argmin_x Σ_b ‖A_b x − y_b‖² / v_b`` (``A_b`` sums fine cells into block
@@ -644,7 +643,7 @@ def _one_way_estimates(
             position += 1
     if joint and not has_joint:
         return []
-    out: list[tuple[int, int, int, int, np.ndarray, np.ndarray, float, np.ndarray | None]] = []
+    out: list[tuple[int, int, int, int, np.ndarray, np.ndarray, float, bool]] = []
     for column, blocks in per_column.items():
         position, offset, size, weight, fine = max(blocks, key=lambda t: t[2])
         y = np.nan_to_num(target[offset : offset + size] / weight)
@@ -658,7 +657,7 @@ def _one_way_estimates(
                     A[_cell_of(e, 0.5 * (fine[:-1] + fine[1:])), np.arange(size)] = 1.0
                     nested.append((k, A, np.nan_to_num(target[o : o + k] / wgt), vb))
         if not (nested and math.isfinite(v) and v > 0):
-            out.append((position, column, offset, size, y, _simplex_projection(y), v, None))
+            out.append((position, column, offset, size, y, _simplex_projection(y), v, False))
             continue
         free = np.ones(size, dtype=bool)
         if discrete is not None and column in discrete:
@@ -675,9 +674,7 @@ def _one_way_estimates(
         for c in np.flatnonzero(shares > 0):
             inside = (A[c] > 0) & free
             t[inside] = shares[c] * _simplex_projection(y[inside] / shares[c])
-        out.append(
-            (position, column, offset, size, y, t, float(np.max(np.diag(cov))), H * np.outer(free, free))
-        )
+        out.append((position, column, offset, size, y, t, float(np.max(np.diag(cov))), True))
     return out
 
 
@@ -843,6 +840,9 @@ def _rake_one_way(
     categorical pairs stay) two runs of 10 releases disagreed on its sign against a quarter (CDF
     +6 % and −3 %), and a twentieth moved the errors by +0.1 % to −6.3 %.
 
+    A column measured at two resolutions (:func:`_one_way_estimates`) is always raked, to the
+    distribution of its two levels.
+
     Post-processing: it reads the released targets, their recorded noise variances and public
     cells only, and never raises.
     """
@@ -851,15 +851,13 @@ def _rake_one_way(
         return w, ()
     idx, _ = cell_index(fm, X)
     chosen = []
-    for position, column, offset, size, y, t, v, H in blocks:
+    for position, column, offset, size, y, t, v, two_levels in blocks:
         cells = idx[:, position] - offset
         m = np.bincount(cells, weights=w, minlength=size)
-        if H is None:
-            excess = float(np.sum((m - y) ** 2) - np.sum((t - y) ** 2))
-            rake = excess > max(_RAKE_EXCESS * v * size, 1e-12)
-        else:  # nested resolutions: t is the best estimate there is of this marginal
-            excess, rake = 0.0, True
-        if math.isfinite(excess) and rake:
+        excess = float(np.sum((m - y) ** 2) - np.sum((t - y) ** 2))
+        # two levels: t is the best estimate there is of this marginal (the joint fit weighs each
+        # level's cells apart), so the column is raked to it
+        if two_levels or (math.isfinite(excess) and excess > max(_RAKE_EXCESS * v * size, 1e-12)):
             chosen.append((column, cells, t))
     if not chosen:
         return w, ()

@@ -376,12 +376,18 @@ def _mixed(n_extra: int = 0, row=None) -> pl.DataFrame:
     return df
 
 
-@pytest.mark.parametrize("pairs", ["all", "none"])
+@pytest.mark.parametrize("pairs", ["all", "none", "tree"])
 @pytest.mark.parametrize("kind", list(MIXED_KINDS))
 def test_table_measurement_releases_on_both_neighbours_within_sensitivity(kind, pairs):
+    """Also the two-level 1-way tree the rule adds with 64-bin cells and every pair ("tree": a
+    row estimate and a budget that keep the pair): a row takes one cell in each level."""
     from opendp_sketch.tables import make_table_sum_and_count, table_domain
 
-    fm = dps.auto_feature_map(MIXED, pairs=pairs)  # without a row estimate the rule keeps every pair
+    if pairs == "tree":
+        fm = dps.auto_feature_map(dps.Schema(MIXED.to_dict()["columns"], rows=60_000), epsilon=3.0)
+        assert [b.shape for m in fm.maps for b in m.blocks] == [(16,), (3,), (64,), (16, 3)]
+    else:
+        fm = dps.auto_feature_map(MIXED, pairs=pairs)  # without a row estimate the rule keeps every pair
     dom = table_domain(MIXED)
     pair = make_table_sum_and_count(dom, dp.symmetric_distance(), fm)
     meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=1.0)

@@ -765,3 +765,103 @@ def test_end_cell_profiles_never_raise_on_extreme_densities():
         if pile is not None:
             assert 0.0 <= pile[1] <= 1.0 and not math.isnan(pile[0])
         assert 0.0 <= rate <= 50.0
+
+
+# -- a column measured at two resolutions (the automatic map's 1-way tree) ----------------------
+
+
+def tree_map(fine_weight: float = 1.0) -> dps.Composite:
+    """Columns 0 and 1 at 4 coarse cells (weight 4) and 16 fine ones (``fine_weight``), column 2 at
+    16 cells (weight 3), the pairs at 1."""
+    full = dps.Marginals.auto(BOX, fine_bins=16, coarse_bins=4, coarse_one_way=4).take(
+        [0, 1, 2, 3, 4, 6, 7, 8]
+    )
+    coarse, single, fine, pairs = full.take([3, 4]), full.take([2]), full.take([0, 1]), full.take([5, 6, 7])
+    return dps.Composite([coarse, single, fine, pairs], weights=[4.0, 3.0, fine_weight, 1.0])
+
+
+def test_one_way_estimate_of_a_tree_is_the_least_squares_fit_of_both_levels():
+    """The fine cells' estimate from a coarse and a fine block is the generalised least-squares
+    solution (checked against scipy's lstsq on the whitened system), its distribution keeps the
+    coarse shares of the projected coarse sums, and a column with one block is unchanged."""
+    import scipy.linalg
+
+    from opendp_sketch.estimators.synthetic import _one_way_estimates, _simplex_projection
+
+    fm = tree_map()
+    rng = np.random.default_rng(4)
+    X = rng.beta(2, 5, size=(5000, 3))
+    target = np.asarray(fm.fixed_sum(X), dtype=np.float64) * fm.unit / X.shape[0]
+    target = target + rng.normal(0, 0.02, target.size) * np.repeat(
+        fm.weights, [m.num_features for m in fm.maps]
+    )
+    var = np.full(target.size, 4e-4)
+    est = {column: rest for _, column, *rest in _one_way_estimates(fm, target, var)}
+    assert sorted(est) == [0, 1, 2]
+    offsets = {m_i: b.offset for m_i, b in enumerate(fm.blocks)}
+    for j in (0, 1):
+        offset, size, y, t, v, two_levels = est[j]
+        assert size == 16 and offset == offsets[2] + 16 * j and two_levels
+        y_fine = target[offset : offset + 16] / 1.0
+        y_coarse = target[offsets[0] + 4 * j : offsets[0] + 4 * j + 4] / 4.0
+        A = np.kron(np.eye(4), np.ones((1, 4)))
+        # whitened: fine rows at σ = 0.02 / 1, coarse rows at σ = 0.02 / 4
+        M = np.vstack([np.eye(16) / 0.02, A / (0.02 / 4)])
+        b = np.concatenate([y_fine / 0.02, y_coarse / (0.02 / 4)])
+        np.testing.assert_allclose(y, scipy.linalg.lstsq(M, b)[0], atol=1e-10)
+        shares = _simplex_projection(A @ y)
+        np.testing.assert_allclose(A @ t, shares, atol=1e-12)
+        assert t.min() >= 0 and abs(t.sum() - 1) < 1e-12
+        assert v < 4e-4  # two levels: less noise per fine cell than the fine block alone
+    offset, size, y, t, v, two_levels = est[2]
+    np.testing.assert_allclose(y, target[offset : offset + 16] / 3.0)
+    np.testing.assert_allclose(t, _simplex_projection(y))
+    assert not two_levels and v == pytest.approx(4e-4 / 9)
+
+
+def test_one_way_estimate_keeps_a_discrete_column_off_cells_without_values():
+    """A fine cell holding none of a discrete column's values gets no mass, and never raises on
+    NaN sums (post-processing of any release)."""
+    from opendp_sketch.estimators.synthetic import _one_way_estimates
+
+    fm = tree_map()
+    target = np.full(fm.num_features, 1.0 / 16)
+    target[3] = np.nan
+    values = np.array([0.0, 0.25, 0.5, 0.75, 1.0])  # 5 values: fine cells 0, 4, 8, 12 and 15
+    est = {
+        column: rest
+        for _, column, *rest in _one_way_estimates(fm, target, np.ones_like(target), discrete={0: values})
+    }
+    t = est[0][3]
+    assert np.flatnonzero(t > 0).tolist() == [0, 4, 8, 12, 15] and abs(t.sum() - 1) < 1e-12
+    assert all(np.isfinite(r[3]).all() for r in est.values())
+
+
+def test_tree_decodes_the_grid_from_the_coarse_level(table):
+    """An exact sketch of a tree map decodes each column's coarse cells to the data's, and with
+    noisy fine cells the coarse shares follow the low-noise coarse level: the decoded 4-cell
+    marginals are closer to the data than those of the fine level alone."""
+    fm = tree_map()
+    exact = dps.M2M(exact_sketch(fm, table), seed=0)
+    edges = np.linspace(0, 1, 5)
+    for j in (0, 1):
+        truth = np.histogram(table[:, j], bins=edges)[0] / table.shape[0]
+        got = np.histogram(exact.samples[:, j], bins=edges, weights=exact.weights)[0]
+        np.testing.assert_allclose(got, truth, atol=2e-3)
+    # noisy fine cells (σ = 60 rows per fine cell), nearly exact coarse ones (σ = 60 / 4 / 4)
+    rng = np.random.default_rng(8)
+    s = np.asarray(fm.fixed_sum(table), dtype=np.float64) * fm.unit
+    noisy = s + rng.normal(0, 60.0, s.size)
+    sk = dps.Sketch(
+        feature_map=fm,
+        sum_units=np.rint(noisy / fm.unit).astype(np.int64),
+        count=table.shape[0],
+        noise={"mechanism": "gaussian", "sum_variance": 3600.0, "count_variance": 1.0},
+        bounds=BOX,
+        column_names=["a", "b", "c"],
+    )
+    est = dps.M2M(sk, seed=0)
+    fine_only = noisy[fm.blocks[2].offset : fm.blocks[2].offset + 16].reshape(4, 4).sum(1) / table.shape[0]
+    truth = np.histogram(table[:, 0], bins=edges)[0] / table.shape[0]
+    got = np.histogram(est.samples[:, 0], bins=edges, weights=est.weights)[0]
+    assert np.abs(got - truth).sum() < 0.5 * np.abs(fine_only - truth).sum()

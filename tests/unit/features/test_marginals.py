@@ -415,3 +415,40 @@ def test_bound_cells_measure_rows_at_the_bounds_apart():
     assert errs[1] < 0.2 < 1.0 < uniform and errs[0] < 0.8 * uniform, (errs, uniform)
     with pytest.raises(ValueError, match="bound_cells"):
         dps.Marginals.auto((0, 1), dim=1, fine_bins=16, bound_cells=0.1)
+
+
+def test_a_subset_at_two_resolutions_is_a_two_level_tree():
+    """``Marginals.auto(coarse_one_way=K)`` adds a K-bin 1-way block for each numeric column with
+    equal bins (categories and ``levels`` columns keep one), every coarse edge a fine edge; a row
+    takes one cell in each block, so Δ₁ is the number of blocks on neighbours too; the same subset
+    at the same bins is still refused, and bad K or positions are named."""
+    fm = dps.Marginals.auto(
+        ([0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 3.0, 9.0]),
+        categorical=[2],
+        levels={3: 10},
+        fine_bins=64,
+        coarse_bins=16,
+        coarse_one_way=16,
+    )
+    ones = [(b.subset, b.shape) for b in fm.blocks if len(b.subset) == 1]
+    assert ones == [((0,), (64,)), ((1,), (64,)), ((2,), (4,)), ((3,), (10,)), ((0,), (16,)), ((1,), (16,))]
+    for j in (0, 1):
+        fine, coarse = (fm.block_edges(i)[0] for i, b in enumerate(fm.blocks) if b.subset == (j,))
+        assert np.isin(coarse, fine).all()
+    assert fm.block_index(0) == 0  # the first (finest) block of a subset
+    rng = np.random.default_rng(0)
+    X = np.column_stack(
+        [rng.uniform(size=50), rng.uniform(size=50), rng.integers(0, 4, 50), rng.integers(0, 10, 50)]
+    )
+    for row in ([0.0, 1.0, 0, 0], [np.nan, -np.inf, 3, 9], [1e308, 0.5, 1, 4]):
+        d1 = np.abs(np.asarray(fm.fixed_sum(np.vstack([X, row])), float) - np.asarray(fm.fixed_sum(X), float))
+        assert d1.sum() * fm.unit <= fm.sensitivity(1) == len(fm.blocks)
+    check_roundtrip(fm, X)
+    with pytest.raises(ValueError, match="appears twice with the same bins"):
+        dps.Marginals(bounds=(0, 1), subsets=[0, 0], bins=[[4], [4]], dim=1)
+    assert len(dps.Marginals(bounds=(0, 1), subsets=[0, 0], bins=[[8], [4]], dim=1).blocks) == 2
+    for bad in (3, 64, 0, True):
+        with pytest.raises(ValueError, match="coarse_one_way"):
+            dps.Marginals.auto((0, 1), dim=1, fine_bins=64, coarse_one_way=bad)
+    with pytest.raises(ValueError, match=rf"position \(99\) must be an index in \[0, {len(fm.blocks)}\]"):
+        fm.insert(99, [0], [[4]])
