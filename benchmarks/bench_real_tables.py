@@ -155,7 +155,7 @@ LABELS = {
     "marginals_weighted2": "auto marginals as above, 1-way blocks at weight 2 (one_way_weight=2, the previous default) + synthetic decoder",
     "marginals_weighted4": "auto marginals as above, 1-way blocks at weight 4 (one_way_weight=4) + synthetic decoder",
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
-    "schema": "schema release + M2M, every default (1-way 64 bins with every pair, else 16 bins and a private tree where it pays)",
+    "schema": "schema release + M2M, every default (with every pair, 1-way cells at 16 and 64 bins, a two-level tree; else 16 bins and a private tree of pairs where it pays)",
     "schema_fine64": "schema release + M2M, fine_bins=64, pair_selection=None (the previous default's design)",
     "schema_fine16": "schema release + M2M, fine_bins=16 (the option for questions on a known grid of 16 cells)",
     "schema_select": f"schema release + M2M, pair_selection={SELECTION} (the rule's pairs, then a private spanning tree)",
