@@ -42,33 +42,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_real_tables as real  # noqa: E402
+from bench_one_way_weight import simulated_release  # noqa: E402
 
 RESULTS = real.RESULTS
 SETTINGS = ("tree", "one level", "fine16")
 KEYS = ["counts", "cdf", "user_counts", "user_cdf", "means", "decode_s"]
-
-
-def simulated_release(
-    fm: Any, exact: np.ndarray, n: int, z: np.ndarray, zc: float, eps: float, schema: Any
-) -> Any:
-    """A sketch of ``fm`` on the schema's encoded columns: the exact sum plus the standard
-    Laplace draws ``z`` at the Laplace measurement's scale, the count plus ``zc`` at the count's
-    (numpy noise with the mechanism's law; not a privacy release)."""
-    import opendp_sketch as dps
-    from opendp_sketch.release import DEFAULT_COUNT_FRACTION
-
-    b = fm.sensitivity(1) / (eps * (1.0 - DEFAULT_COUNT_FRACTION))
-    bc = 1.0 / (eps * DEFAULT_COUNT_FRACTION)
-    lo, hi = schema.bounds
-    return dps.Sketch(
-        feature_map=fm,
-        sum_units=np.rint((exact + b * z[: exact.size]) / fm.unit).astype(np.int64),
-        count=int(round(n + bc * zc)),
-        noise={"mechanism": "laplace", "sum_variance": 2 * b * b, "count_variance": 2 * bc * bc},
-        bounds=(lo.tolist(), hi.tolist()),
-        column_names=schema.columns,
-        schema=schema.to_dict(),
-    )
 
 
 def one_level(fm: Any) -> Any:
@@ -124,7 +102,8 @@ def run_table(name: str, eps: float, reps: int) -> list[dict[str, Any]]:
         z = rng.laplace(size=max(fm.num_features for fm in maps.values()))
         zc = rng.laplace()
         for s, fm in maps.items():
-            sk = simulated_release(fm, exact[s], n, z, zc, eps, schema)
+            lo_e, hi_e = schema.bounds
+            sk = simulated_release(fm, exact[s], n, z, zc, eps, lo_e, hi_e, schema.columns, schema)
             t0 = time.perf_counter()
             est = dps.M2M(sk, seed=rep)
             seconds = time.perf_counter() - t0

@@ -47,11 +47,12 @@ import bench_real_tables as real  # noqa: E402
 RESULTS = real.RESULTS
 
 
-def simulated_release(fm, exact, n: int, z, zc: float, eps: float, lo, hi, cols) -> Any:
+def simulated_release(fm, exact, n: int, z, zc: float, eps: float, lo, hi, cols, schema: Any = None) -> Any:
     """A sketch of ``fm`` whose sum is the exact sum ``exact`` plus the standard Laplace draws
     ``z`` scaled to the Laplace measurement's scale ``Δ₁ / (ε (1 − count share))``, and whose
     count is ``n`` plus ``zc`` at the count's scale: a simulated release for comparing design
-    choices on common noise (numpy noise with the mechanism's law; not a privacy release)."""
+    choices on common noise (numpy noise with the mechanism's law; not a privacy release).
+    ``schema``: the public schema the columns were encoded by (recorded in the sketch)."""
     import opendp_sketch as dps
     from opendp_sketch.release import DEFAULT_COUNT_FRACTION
 
@@ -64,6 +65,7 @@ def simulated_release(fm, exact, n: int, z, zc: float, eps: float, lo, hi, cols)
         noise={"mechanism": "laplace", "sum_variance": 2 * b * b, "count_variance": 2 * bc * bc},
         bounds=(lo.tolist(), hi.tolist()),
         column_names=cols,
+        schema=None if schema is None else schema.to_dict(),
     )
 
 
