@@ -1156,21 +1156,16 @@ def _weighted(fm: Marginals, weight: float) -> FeatureMap:
     """
     ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
     pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
-    column = [fm.blocks[i].subset[0] for i in ones]
-    fine = [
-        i
-        for i in ones
-        if column.count(fm.blocks[i].subset[0]) > 1
-        and fm.blocks[i].size
-        == max(fm.blocks[k].size for k in ones if fm.blocks[k].subset == fm.blocks[i].subset)
-    ]
     if weight == 1.0 or not pairs:
         return fm
+    levels: dict[int, list[int]] = {}  # each column's 1-way blocks
+    for i in ones:
+        levels.setdefault(fm.blocks[i].subset[0], []).append(i)
+    fine = [max(blocks, key=lambda i: fm.blocks[i].size) for blocks in levels.values() if len(blocks) > 1]
     if not fine:
         return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
-    trees = {fm.blocks[i].subset[0] for i in fine}
-    coarse = [i for i in ones if i not in fine and fm.blocks[i].subset[0] in trees]
-    single = [i for i in ones if fm.blocks[i].subset[0] not in trees]
+    single = [i for i in ones if len(levels[fm.blocks[i].subset[0]]) == 1]
+    coarse = [i for i in ones if i not in fine and i not in single]
     parts = [
         (coarse, float(weight) + AUTO_TREE_EXTRA_WEIGHT),
         (single, float(weight)),

@@ -590,15 +590,15 @@ def _marginal_parts(fm: FeatureMap) -> list[tuple[Marginals, int, float]]:
     return []
 
 
-def _one_way_blocks(fm: FeatureMap, joint: bool = True) -> list[tuple[int, int, int, int, float]]:
-    """``(column of cell_index, input column, offset, cells, block weight)`` of every 1-way
-    marginal of a map of marginals (or a composite of them) that also measures multi-column
-    marginals (any map of marginals with ``joint=False``); else ``[]``."""
+def _one_way_blocks(fm: FeatureMap, joint: bool = True) -> list[tuple[int, int, int, int, float, np.ndarray]]:
+    """``(column of cell_index, input column, offset, cells, block weight, cell edges)`` of every
+    1-way marginal of a map of marginals (or a composite of them) that also measures
+    multi-column marginals (any map of marginals with ``joint=False``); else ``[]``."""
     ones, has_joint, position = [], False, 0
     for m, offset, weight in _marginal_parts(fm):
-        for b in m.blocks:
+        for i, b in enumerate(m.blocks):
             if len(b.subset) == 1:
-                ones.append((position, b.subset[0], offset + b.offset, b.size, weight))
+                ones.append((position, b.subset[0], offset + b.offset, b.size, weight, m.block_edges(i)[0]))
             else:
                 has_joint = True
             position += 1
@@ -631,18 +631,8 @@ def _one_way_estimates(
     edges: post-processing, never raises.
     """
     per_column: dict[int, list[tuple[int, int, int, float, np.ndarray]]] = {}
-    has_joint, position = False, 0
-    for m, offset, weight in _marginal_parts(fm):
-        for i, b in enumerate(m.blocks):
-            if len(b.subset) == 1:
-                per_column.setdefault(b.subset[0], []).append(
-                    (position, offset + b.offset, b.size, weight, m.block_edges(i)[0])
-                )
-            else:
-                has_joint = True
-            position += 1
-    if joint and not has_joint:
-        return []
+    for position, column, offset, size, weight, edges in _one_way_blocks(fm, joint):
+        per_column.setdefault(column, []).append((position, offset, size, weight, edges))
     out: list[tuple[int, int, int, int, np.ndarray, np.ndarray, float, bool]] = []
     for column, blocks in per_column.items():
         position, offset, size, weight, fine = max(blocks, key=lambda t: t[2])
