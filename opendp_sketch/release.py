@@ -1749,9 +1749,20 @@ def _checked_table(data: Any, schema: Schema, backend: str) -> tuple[Any, dp.Dom
 
     from .tables import as_frame, table_domain
 
-    frame = as_frame(data, schema.columns)
+    # the curator reads the table as the measurement will (a CSV file line by line, as text)
+    frame = as_frame(data, schema.columns, text_csv=True)
+    if isinstance(data, (str, os.PathLike)) and str(data).lower().endswith(".csv"):
+        from .streaming import csv_quoted_lines
+
+        split = csv_quoted_lines(data)
+        if split:
+            raise ValueError(
+                f"{split} lines of the CSV file hold a quoted field with a separator or a line break; a "
+                "release reads a CSV file one row per line, so save the table as Parquet (for example "
+                "pl.read_csv(path).write_parquet(...)) and release that"
+            )
     try:
-        if frame.head(1).collect().height == 0:  # before dtypes: a header-only CSV reads as text
+        if frame.head(1).collect().height == 0:  # a header-only file
             raise ValueError("data is empty (0 rows)")
         schema.check(frame)  # the curator's side: dtypes, then nulls/inf/labels the rules do not cover
         rows = int(frame.select(pl.len()).collect().item())

@@ -409,7 +409,7 @@ class Schema:
         for name, col in self._columns.items():
             dt = dtypes[name]
             ok = (
-                (isinstance(col, Numeric) and (dt.is_numeric() or dt == pl.Boolean or dt == pl.Null))
+                (isinstance(col, Numeric) and (dt.is_numeric() or dt in (pl.Boolean, pl.Null, pl.String)))
                 or (
                     isinstance(col, Categorical)
                     and (
@@ -419,7 +419,7 @@ class Schema:
                         or dt == pl.Boolean
                     )
                 )
-                or (isinstance(col, Boolean) and (dt == pl.Boolean or dt.is_integer() or dt == pl.Null))
+                or (isinstance(col, Boolean) and (dt in (pl.Boolean, pl.Null, pl.String) or dt.is_integer()))
             )
             if not ok:
                 bad.append(f"{name} ({dt}, schema: {type(col).__name__.lower()})")
@@ -428,29 +428,29 @@ class Schema:
 
     def problems(self, frame: pl.LazyFrame | pl.DataFrame) -> dict[str, dict[str, int]]:
         """Per column, counts of values the rules must handle (one streaming pass; never released):
-        ``null`` (nulls and NaN), ``inf``, ``outside`` (out of range) and ``unknown`` (labels)."""
+        ``null`` (nulls, NaN and text that does not read as a number), ``inf``, ``outside`` (out
+        of range) and ``unknown`` (labels). Values are read as :meth:`encode` reads them."""
         lf = frame.lazy()
+        dtypes = lf.collect_schema()
         exprs = []
         for name, col in self._columns.items():
             c = pl.col(name)
             if isinstance(col, Numeric):
-                v = c.cast(pl.Float64)
+                v = _number_expr(name, dtypes[name])
                 exprs += [
                     (v.is_null() | v.is_nan()).sum().alias(f"{name}\0null"),
                     v.is_infinite().sum().alias(f"{name}\0inf"),
                     ((v < col.lower) | (v > col.upper)).sum().alias(f"{name}\0outside"),
                 ]
-            elif isinstance(col, Categorical):
-                s = c.cast(pl.String)
-                exprs += [
-                    s.is_null().sum().alias(f"{name}\0null"),
-                    (~s.is_in(list(col.labels)) & s.is_not_null()).sum().alias(f"{name}\0unknown"),
-                ]
             else:
-                b = c.cast(pl.Int64, strict=False)
+                code = (
+                    _code_expr(name, dtypes[name], col)
+                    if isinstance(col, Categorical)
+                    else _boolean_expr(name, dtypes[name])
+                )
                 exprs += [
                     c.is_null().sum().alias(f"{name}\0null"),
-                    (~b.is_in([0, 1]) & b.is_not_null()).sum().alias(f"{name}\0unknown"),
+                    (code.is_null() & c.is_not_null()).sum().alias(f"{name}\0unknown"),
                 ]
         row = lf.select(exprs).collect(engine="streaming").row(0, named=True)
         out: dict[str, dict[str, int]] = {n: {} for n in self._columns}
@@ -480,7 +480,7 @@ class Schema:
         >>> s.refuse({"age": {"null": 2}, "cut": {}})
         Traceback (most recent call last):
         ...
-        ValueError: columns ['age'] contain nulls (or NaN) and have no null rule; ...
+        ValueError: columns ['age'] contain nulls (or NaN, or text that is not a number) and have no null rule; ...
 
         :raises ValueError: naming the columns and the fix (never a data value)
         """
@@ -488,7 +488,8 @@ class Schema:
         nulls = [n for n, c in self._columns.items() if found[n].get("null") and _no_null_rule(c)]
         if nulls:
             raise ValueError(
-                f"columns {nulls} contain nulls (or NaN) and have no null rule; give each a public "
+                f"columns {nulls} contain nulls (or NaN, or text that is not a number) and have no null "
+                "rule; give each a public "
                 "impute value (Numeric(..., impute=v)) or null='category' / a label to read them as"
             )
         infs = [n for n in self._columns if found[n].get("inf")]
@@ -505,24 +506,26 @@ class Schema:
     def encode(self, batch: pl.DataFrame) -> np.ndarray:
         """Unit-free float64 coordinates ``(rows, len(schema))`` of a batch holding the columns.
 
-        Never raises on values: nulls/NaN follow the null rule or go to the lowest public value
-        (0), ±inf and out-of-range values are clipped, unknown labels are read as nulls.
+        Never raises on values, and reads each value alone, the same whatever type its column
+        has: nulls/NaN (and text that is not a number) follow the null rule or go to the lowest
+        public value (0), ±inf and out-of-range values are clipped, unknown labels are read as
+        nulls.
         """
         n = batch.height
         out = np.empty((n, len(self)), dtype=np.float64)
+        read = batch.select(self._readers(batch.schema))
         for j, (name, col) in enumerate(self._columns.items()):
-            s = batch.get_column(name)
+            s = read.get_column(name)
             if isinstance(col, Numeric):
-                v = _safe_cast(s, pl.Float64).to_numpy().astype(np.float64, copy=True)
+                v = s.to_numpy().astype(np.float64, copy=True)
                 fill = col.lower if col.impute is None else col.impute
                 v[np.isnan(v)] = fill
                 out[:, j] = col.unit(v)
             elif isinstance(col, Categorical):
-                out[:, j] = _codes(_safe_cast(s, pl.String), col)
+                out[:, j] = _codes(s, col)
             else:
-                b = _boolean_codes(s)
-                known = b.is_in([0, 1]).fill_null(False).to_numpy()
-                vals = b.fill_null(0).to_numpy().astype(np.float64)
+                known = s.is_in([0, 1]).fill_null(False).to_numpy()
+                vals = s.fill_null(0).to_numpy().astype(np.float64)
                 null_code = (
                     2.0
                     if col.null == NULL_CATEGORY
@@ -530,6 +533,20 @@ class Schema:
                 )
                 out[:, j] = np.where(known, vals, null_code)
         return out
+
+    def _readers(self, dtypes: Mapping[str, Any]) -> list[pl.Expr]:
+        """One expression per column reading its values (numbers, label codes or 0/1; null
+        where the value does not read), from the column's dtype; total and row by row."""
+        exprs = []
+        for name, col in self._columns.items():
+            dtype = dtypes.get(name, pl.Null)
+            if isinstance(col, Numeric):
+                exprs.append(_number_expr(name, dtype).alias(name))
+            elif isinstance(col, Categorical):
+                exprs.append(_code_expr(name, dtype, col).alias(name))
+            else:
+                exprs.append(_boolean_expr(name, dtype).alias(name))
+        return exprs
 
     def decode(self, U: Any) -> pl.DataFrame:
         """Encoded points back to user units and labels (Float64, Int64 for integer columns,
@@ -625,23 +642,91 @@ def _safe_cast(s: pl.Series, dtype: Any) -> pl.Series:
 
 
 #: text read as a boolean (CSV files scanned as text, pandas object columns); other text is null
-_BOOLEAN_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0, "t": 1, "f": 0, "yes": 1, "no": 0}
+_BOOLEAN_TEXT = {"true": 1, "false": 0, "t": 1, "f": 0, "yes": 1, "no": 0}
 
 
-def _boolean_codes(s: pl.Series) -> pl.Series:
-    """A boolean column as Int64 0/1 (anything else null), from booleans, integers or text."""
-    if s.dtype in (pl.String, pl.Binary, pl.Categorical) or isinstance(s.dtype, pl.Enum):
-        text = _safe_cast(s, pl.String).str.strip_chars().str.to_lowercase()
-        return text.replace_strict(_BOOLEAN_TEXT, default=None, return_dtype=pl.Int64)
-    return _safe_cast(s, pl.Int64)
+# -- reading one value, whatever its column's type ------------------------------------------
+# Each reader below is a Polars expression built from the column's dtype. They are total (no
+# value makes them fail) and agree across types: a value reads the same whether its column holds
+# numbers, booleans or text (pandas and CSV readers change a column's type with one row, so a
+# row's reading must not depend on the others). ``encode`` and the curator's ``problems`` use the
+# same readers, so the curator's check counts exactly what a release reads.
 
 
-def _codes(s: pl.Series, col: Categorical) -> np.ndarray:
-    """Codes of a string series: labels by position; nulls and unknown labels by the null rule
-    (the null category, the imputed label, or code 0 when there is no rule)."""
-    codes = s.replace_strict(
-        list(col.labels), list(range(len(col.labels))), default=None, return_dtype=pl.Int64
-    )
+def _is_text(dtype: Any) -> bool:
+    return dtype in (pl.String, pl.Binary, pl.Categorical) or isinstance(dtype, pl.Enum)
+
+
+def _text_expr(name: str, dtype: Any) -> pl.Expr:
+    """The column as text (numbers in Polars' shortest form, booleans ``true``/``false``); types
+    with no text (temporal, nested, objects) read as null, every row alike."""
+    c = pl.col(name)
+    if dtype == pl.Binary:
+        return c.map_batches(lambda s: _safe_cast(s, pl.String), return_dtype=pl.String)
+    if _is_text(dtype) or dtype.is_numeric() or dtype == pl.Boolean:
+        return c.cast(pl.String, strict=False)
+    return pl.lit(None, pl.String)
+
+
+def _number_expr(name: str, dtype: Any) -> pl.Expr:
+    """The column as Float64: numbers as they are, booleans 1/0, text parsed (``true``/``false``
+    as 1/0; what does not parse is null), anything else null.
+
+    >>> pl.DataFrame({"x": ["1.5", "true", "x", None]}).select(_number_expr("x", pl.String)).to_series().to_list()
+    [1.5, 1.0, None, None]
+    """
+    c = pl.col(name)
+    if dtype.is_numeric() or dtype == pl.Boolean:
+        return c.cast(pl.Float64, strict=False)
+    if _is_text(dtype):
+        text = _text_expr(name, dtype).str.strip_chars()
+        flag = text.str.to_lowercase().replace_strict(
+            {"true": 1.0, "false": 0.0}, default=None, return_dtype=pl.Float64
+        )
+        return flag.fill_null(text.cast(pl.Float64, strict=False))
+    return pl.lit(None, pl.Float64)
+
+
+def _boolean_expr(name: str, dtype: Any) -> pl.Expr:
+    """The column as Int64 0/1 (anything else null), from booleans, numbers or text; a number or
+    its text is 0/1 only when it equals 0 or 1."""
+    v = _number_expr(name, dtype)
+    numeric = pl.when(v == 0.0).then(pl.lit(0, pl.Int64)).when(v == 1.0).then(pl.lit(1, pl.Int64))
+    if not _is_text(dtype):
+        return numeric.otherwise(pl.lit(None, pl.Int64))
+    low = _text_expr(name, dtype).str.strip_chars().str.to_lowercase()
+    named = low.replace_strict(_BOOLEAN_TEXT, default=None, return_dtype=pl.Int64)
+    return named.fill_null(numeric.otherwise(pl.lit(None, pl.Int64)))
+
+
+def _code_expr(name: str, dtype: Any, col: Categorical) -> pl.Expr:
+    """The column's label codes (null for nulls and unknown labels): matched on the value's text,
+    or, for labels that are numbers, on the value's number, so ``41``, ``41.0`` and ``"41"``
+    read alike whatever the column's type."""
+    numeric_labels: dict[float, int] = {}
+    for i, label in enumerate(col.labels):
+        try:
+            x = float(label)
+        except ValueError:
+            continue
+        if math.isfinite(x):
+            numeric_labels.setdefault(x, i)
+    labels, codes = list(col.labels), list(range(len(col.labels)))
+    if dtype.is_numeric() and numeric_labels:  # numbers: by number only ("41.0" is not text of 41)
+        code = pl.lit(None, pl.Int64)
+    else:
+        code = _text_expr(name, dtype).replace_strict(labels, codes, default=None, return_dtype=pl.Int64)
+    if numeric_labels:
+        by_number = _number_expr(name, dtype).replace_strict(
+            list(numeric_labels), list(numeric_labels.values()), default=None, return_dtype=pl.Int64
+        )
+        code = code.fill_null(by_number)
+    return code
+
+
+def _codes(codes: pl.Series, col: Categorical) -> np.ndarray:
+    """Label codes with nulls (nulls and unknown labels) filled by the null rule (the null
+    category, the imputed label, or code 0 when there is no rule)."""
     if col.null == NULL_CATEGORY:
         fill = len(col.labels)
     elif col.null is not None:

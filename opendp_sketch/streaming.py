@@ -16,6 +16,7 @@ import atexit
 import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,6 +44,7 @@ __all__ = [
     "scan",
     "scan_csv_lenient",
     "scan_csv_text",
+    "csv_quoted_lines",
     "stream_frames",
     "StreamReadError",
 ]
@@ -98,16 +100,93 @@ def scan_parquet_bounded(path: str | os.PathLike[str], batch_rows: int = DEFAULT
 
 
 def scan_csv_text(path: str | os.PathLike[str]) -> pl.LazyFrame:
-    """A CSV file as a LazyFrame of text columns: nothing is parsed, invalid UTF-8 is replaced, a
-    line's extra fields are dropped and missing ones are null, so no value can fail the read.
+    """A CSV file as a LazyFrame of text columns, **one row per line**, that no byte can fail.
+
+    Quotes are not parsed: a field that starts and ends with ``"`` loses them (and ``""``
+    inside reads as ``"``), but a quote elsewhere, an unclosed one or a separator inside quotes
+    is text of that line only. So whatever one line holds (stray or unclosed quotes, invalid
+    UTF-8, a BOM, NUL bytes, too many or too few fields), it changes that line's row and no
+    other, and the read cannot stop part-way: the privacy unit of a CSV file read inside a
+    measurement is its line (``docs/testing_privacy.md``). The curator's checks refuse files
+    whose quoted fields hold a separator or a line break (:func:`csv_quoted_lines`), which a
+    line-by-line read would split.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
-    >>> _ = path.write_text("a,b\\n1,x\\n2\\n")
+    >>> _ = path.write_text('"a",b\\n1,"x"\\n2\\n3,5 ft 11"\\n4,"a ""b"" c"\\n')
     >>> scan_csv_text(path).collect().rows()
-    [('1', 'x'), ('2', None)]
+    [('1', 'x'), ('2', None), ('3', '5 ft 11"'), ('4', 'a "b" c')]
     """
-    return pl.scan_csv(os.fspath(path), infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy")
+    lf = pl.scan_csv(
+        os.fspath(path),
+        infer_schema=False,
+        quote_char=None,
+        truncate_ragged_lines=True,
+        encoding="utf8-lossy",
+        raise_if_empty=False,
+    )
+    names = lf.collect_schema().names()
+    return total_read(lf.select([_unquoted(pl.col(c)).alias(_unquote_text(c)) for c in names]))
+
+
+#: LazyFrames made by this package's own total readers (by ``id``; weak, so they still free)
+_TOTAL_READS: weakref.WeakValueDictionary[int, pl.LazyFrame] = weakref.WeakValueDictionary()
+
+
+def total_read(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Mark ``lf`` as a read no value can fail (made by this package's readers) and return it."""
+    _TOTAL_READS[id(lf)] = lf
+    return lf
+
+
+def is_total_read(lf: pl.LazyFrame) -> bool:
+    """Whether ``lf`` was made by one of this package's total readers (:func:`total_read`)."""
+    return _TOTAL_READS.get(id(lf)) is lf
+
+
+def _unquote_text(text: str) -> str:
+    """A header field without its surrounding quotes (``""`` inside read as ``"``)."""
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        return text[1:-1].replace('""', '"')
+    return text
+
+
+def _unquoted(c: pl.Expr) -> pl.Expr:
+    """A text column whose fields lose their surrounding quotes, value by value."""
+    quoted = c.str.starts_with('"') & c.str.ends_with('"') & (c.str.len_chars() >= 2)
+    inner = c.str.slice(1, c.str.len_chars() - 2).str.replace_all('""', '"', literal=True)
+    return pl.when(quoted).then(inner).otherwise(c)
+
+
+def csv_quoted_lines(path: str | os.PathLike[str]) -> int:
+    """How many lines of a CSV file a line-by-line read splits wrongly: lines with a field that
+    opens a quote it does not close (a quoted separator or line break). The curator's check;
+    never inside a measurement (it reads values).
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+    >>> _ = path.write_text('a,b\\n1,"x, y"\\n2,"z"\\n')
+    >>> csv_quoted_lines(path)
+    1
+    """
+    lf = pl.scan_csv(
+        os.fspath(path),
+        infer_schema=False,
+        quote_char=None,
+        truncate_ragged_lines=True,
+        encoding="utf8-lossy",
+        raise_if_empty=False,
+    )
+    names = lf.collect_schema().names()
+    if not names:
+        return 0
+    split = [
+        (pl.col(c).str.starts_with('"') & ~(pl.col(c).str.ends_with('"') & (pl.col(c).str.len_chars() >= 2)))
+        .fill_null(False)
+        .cast(pl.Int64)
+        for c in names
+    ]
+    return int(lf.select(pl.max_horizontal(split).sum()).collect(engine="streaming").item() or 0)
 
 
 def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
@@ -140,7 +219,9 @@ def scan_csv_lenient(path: str | os.PathLike[str]) -> pl.LazyFrame:
     # every numeric column is Float64: an integer type inferred from the first rows would make a
     # later non-integer null, and that depends on which rows come first
     types = {c: pl.Float64 if t.is_numeric() else t for c, t in inferred.items()}
-    return text.with_columns([pl.col(c).cast(t, strict=False) for c, t in types.items() if t != pl.String])
+    return total_read(
+        text.with_columns([pl.col(c).cast(t, strict=False) for c, t in types.items() if t != pl.String])
+    )
 
 
 _SCANNERS = {

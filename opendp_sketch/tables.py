@@ -10,6 +10,7 @@ schema (which never raises on values) and adds the batch's exact integer feature
 
 from __future__ import annotations
 
+import datetime
 import os
 from typing import Any
 
@@ -22,7 +23,7 @@ from ._validate import check_chunking
 from .domains import TableDomain, table_descriptor
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
-from .streaming import DEFAULT_BATCH_ROWS, report_batch, scan, scan_csv_text, stream_frames
+from .streaming import DEFAULT_BATCH_ROWS, is_total_read, report_batch, scan, scan_csv_text, stream_frames
 from .transformations import I64_MAX, check_source_arguments, pair_transformation
 
 __all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
@@ -31,14 +32,19 @@ __all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
 def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False) -> pl.LazyFrame:
     """A lazy Polars view of ``data`` (nothing is read yet for files and Arrow datasets).
 
-    numpy arrays need ``columns`` (their names, in order); pandas needs pyarrow (a dependency).
-    Columns of Python objects (pandas ``object``, numpy ``object`` arrays) are read as text value
-    by value (:func:`_object_text`): their conversion can then not fail on one odd value, which
-    would otherwise refuse the whole table from inside a measurement. With ``text_csv`` a CSV
-    file is scanned as text (the schema parses every value leniently), so no value can stop
-    the read part-way; the curator's checks read it with Polars' inferred types.
+    numpy arrays need ``columns`` (their names, in order). Every conversion is **total and row
+    by row**: no value can make it fail, and each row's converted value depends on that row
+    alone, whatever type the container gave its column (:func:`_column_from_values`). pandas
+    columns of Python objects, categories or other extension types, and Arrow columns Polars
+    cannot take, are read as text value by value (:func:`_object_text`), and the schema parses
+    each value for its column. With ``text_csv`` a CSV file is read one row per line, as text
+    (:func:`~opendp_sketch.streaming.scan_csv_text`), so no byte can stop the read; the
+    curator's checks read it the same way.
 
-    :raises ValueError: for an input of another kind (naming the kinds accepted)
+    :raises ValueError: for an input of another kind (naming the kinds accepted), and, with
+        ``text_csv``, for a ``LazyFrame`` whose plan scans a CSV or NDJSON file with inferred
+        types (its read can fail on one value: pass the path instead). Both are properties of
+        the input's kind and plan, never of its values.
     :example:
 
     >>> import numpy as np
@@ -46,14 +52,20 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
     (2, 2)
     """
     if isinstance(data, pl.LazyFrame):
+        if text_csv and not is_total_read(data) and _scans_text_files(data):
+            raise ValueError(
+                "this LazyFrame scans a CSV or NDJSON file with types inferred by Polars, and such a read "
+                "can fail on one value; pass the file's path instead (read line by line, every value "
+                "parsed by the schema)"
+            )
         return data
     if isinstance(data, pl.DataFrame):
         return data.lazy()
     if isinstance(data, (str, os.PathLike)):
         if str(data).lower().endswith(".csv") and os.path.exists(data):
-            if text_csv:  # inside a measurement: text, then the schema parses each value
+            if text_csv:  # inside a measurement: one row per line, then the schema parses each value
                 return scan_csv_text(data)
-            return pl.scan_csv(os.fspath(data))  # the curator's checks: Polars' own types
+            return pl.scan_csv(os.fspath(data))  # the box path's checks: Polars' own types
         return scan(data)
     if isinstance(data, np.ndarray):
         if data.ndim != 2 or columns is None or data.shape[1] != len(columns):
@@ -65,16 +77,7 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
         return pl.DataFrame({c: data[:, j] for j, c in enumerate(columns)}).lazy()
     module = type(data).__module__.split(".")[0]
     if module == "pandas":
-        objects = [
-            c for c, dt in data.dtypes.items() if str(dt) in ("object", "str") or str(dt).startswith("string")
-        ]
-        if not objects:
-            return pl.from_pandas(data).lazy()
-        text = pl.DataFrame({str(c): _object_text(data[c].to_numpy()) for c in objects})
-        if len(objects) == data.shape[1]:
-            return text.lazy()
-        rest = pl.from_pandas(data.drop(columns=objects))
-        return pl.concat([rest, text], how="horizontal").select([str(c) for c in data.columns]).lazy()
+        return _pandas_frame(data)
     if module == "pyarrow":
         import pyarrow.dataset as pads
 
@@ -82,43 +85,124 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
             return pl.scan_pyarrow_dataset(data)
         if hasattr(data, "read_all"):  # a RecordBatchReader
             data = data.read_all()
-        frame = pl.from_arrow(data)
-        return (frame if isinstance(frame, pl.DataFrame) else frame.to_frame()).lazy()
+        if hasattr(data, "column_names"):  # a Table or a RecordBatch: column by column
+            return pl.DataFrame([_arrow_column(str(n), data.column(i)) for i, n in enumerate(data.column_names)]).lazy()
+        return _arrow_column("", data).to_frame().lazy()
     raise ValueError(
         "data must be a numpy array, a Polars DataFrame/LazyFrame, a pandas DataFrame, a PyArrow "
         f"Table/Dataset/RecordBatchReader or a Parquet/CSV/IPC path, got {type(data).__name__}"
     )
 
 
+def _scans_text_files(lf: pl.LazyFrame) -> bool:
+    """Whether a LazyFrame's plan reads a CSV or NDJSON file (its types inferred from values)."""
+    try:
+        plan = lf.explain(optimized=False).lower()
+    except Exception:  # noqa: BLE001 - a plan Polars cannot print: not a text scan we can see
+        return False
+    return "csv scan" in plan or "ndjson scan" in plan or "scan csv" in plan or "scan ndjson" in plan
+
+
+def _pandas_frame(df: Any) -> pl.LazyFrame:
+    """A pandas DataFrame as Polars, column by column, total and row by row.
+
+    numpy numeric and boolean columns are taken as they are; pandas' nullable numbers and
+    booleans as float64 with NaN for their missing values; categories through their labels
+    (each label read as text once, then taken by code); everything else (Python objects,
+    strings, dates, intervals, ...) value by value as text (:func:`_object_text`).
+    """
+    cols = []
+    for name, s in df.items():
+        cols.append(_pandas_column(str(name), s))
+    return pl.DataFrame(cols).lazy() if cols else pl.LazyFrame()
+
+
+def _pandas_column(name: str, s: Any) -> pl.Series:
+    dtype = s.dtype
+    kind = getattr(dtype, "kind", "O")
+    if isinstance(dtype, np.dtype) and kind in "iufb":
+        return pl.Series(name, s.to_numpy())
+    if str(dtype) == "category":
+        labels = _object_text(np.asarray(s.cat.categories, dtype=object))
+        codes = s.cat.codes.to_numpy().astype(np.int64)
+        missing = pl.Series([None] * len(codes), dtype=pl.String)
+        if not labels.len():
+            return missing.alias(name)
+        text = labels.gather(np.where(codes < 0, 0, codes))
+        return text.zip_with(pl.Series(codes >= 0), missing).alias(name)
+    if str(dtype) == "boolean":  # pandas' nullable boolean: Polars booleans with nulls
+        values = s.to_numpy(dtype=object, na_value=None)
+        return pl.Series(name, [None if v is None else bool(v) for v in values], dtype=pl.Boolean)
+    if kind in "iu" and hasattr(s, "array"):  # pandas' nullable integers: exact, with nulls
+        return pl.Series(name, [None if v is None else int(v) for v in s.to_numpy(dtype=object, na_value=None)])
+    if kind == "f":  # pandas' nullable floats
+        return pl.Series(name, s.to_numpy(dtype=np.float64, na_value=np.nan))
+    return _object_text(s.to_numpy(dtype=object)).alias(name)
+
+
+def _arrow_column(name: str, col: Any) -> pl.Series:
+    """An Arrow column as a Polars series; a type Polars cannot take, or a conversion that fails,
+    is read value by value as text (each value on its own: a failure is that value's null)."""
+    try:
+        out = pl.from_arrow(col)
+        series = out if isinstance(out, pl.Series) else out.to_series()
+        return series.alias(name)
+    except Exception:  # noqa: BLE001 - value by value below
+        pass
+    values: list[Any] = []
+    for i in range(len(col)):
+        try:
+            values.append(col[i].as_py())
+        except Exception:  # noqa: BLE001 - a value Python cannot hold reads as null
+            values.append(None)
+    return _object_text(np.array(values + [None], dtype=object)[:-1]).alias(name)
+
+
 def _object_text(values: np.ndarray) -> pl.Series:
     """Python objects as text, one value at a time: ``None`` and float NaN (and pandas' NA/NaT)
     are null, text stays, bytes are decoded as UTF-8 (invalid bytes replaced), booleans read
-    ``true``/``false`` and anything else its ``str``. The schema then parses each value for its
-    column: a number from ``"41"``, a label from ``"South"``, and ``null`` from what does not parse.
+    ``true``/``false``, numbers their exact shortest text (``repr`` of the float64 for floats of
+    any width, so ``"0.1"`` parses back to the same double a float column holds) and anything
+    else its ``str``. The schema then parses each value for its column: a number from ``"41"``, a
+    label from ``"South"``, and ``null`` from what does not parse. Dates and times read as null
+    (a property of their type: typed columns read them as null too).
 
     >>> _object_text(np.array([1, "a", None, 2**70, b"\\xff", True, float("nan")], dtype=object)).to_list()[:4]
     ['1', 'a', None, '1180591620717411303424']
+    >>> _object_text(np.array([np.float32(0.1), np.int8(-3), False], dtype=object)).to_list()
+    ['0.10000000149011612', '-3', 'false']
     """
     out: list[str | None] = []
     for v in values.tolist():
-        if v is None or (isinstance(v, float) and v != v) or type(v).__name__ in ("NAType", "NaTType"):
+        try:
+            out.append(_value_text(v))
+        except Exception:  # noqa: BLE001 - an object whose text fails reads as null
             out.append(None)
-        elif isinstance(v, str):
-            try:
-                v.encode("utf-8")
-                out.append(v)
-            except UnicodeEncodeError:  # a lone surrogate: replaced, as invalid bytes are
-                out.append(v.encode("utf-8", "replace").decode("utf-8"))
-        elif isinstance(v, (bytes, bytearray)):
-            out.append(bytes(v).decode("utf-8", "replace"))
-        elif isinstance(v, (bool, np.bool_)):
-            out.append("true" if v else "false")
-        else:
-            try:
-                out.append(str(v))
-            except Exception:  # noqa: BLE001 - an object whose str fails reads as null
-                out.append(None)
     return pl.Series(out, dtype=pl.String)
+
+
+def _value_text(v: Any) -> str | None:
+    if v is None or (isinstance(v, float) and v != v) or type(v).__name__ in ("NAType", "NaTType"):
+        return None
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+            return v
+        except UnicodeEncodeError:  # a lone surrogate: replaced, as invalid bytes are
+            return v.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return None if f != f else repr(f)
+    if isinstance(v, (datetime.date, datetime.time, datetime.timedelta, np.datetime64, np.timedelta64)):
+        return None
+    text = str(v)
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _is_table(x: Any) -> bool:

@@ -131,7 +131,7 @@ def test_release_rff_and_query_a_density(table, capsys):
     "schema, extra, message",
     [
         ({"columns": {"age": [18, 90], "zip": [0, 1]}}, [], "columns ['zip'] are not in the data"),
-        ({"columns": {"age": [18, 90], "city": [0, 1]}}, [], "columns do not fit the schema: city (String"),
+        ({"columns": {"age": [18, 90], "city": [0, 1]}}, [], "columns ['city'] contain nulls (or NaN, or text that is not a number)"),
         ({"columns": {"age": [18]}}, [], "column 'age' needs public bounds"),
         ({"columns": {"age": [False, True]}}, [], "column 'age' needs public bounds"),
         ({"cols": {}}, [], "a schema must be"),
