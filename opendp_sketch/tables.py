@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,15 @@ from ._validate import check_chunking
 from .domains import TableDomain, table_descriptor
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
-from .streaming import DEFAULT_BATCH_ROWS, is_total_read, report_batch, scan, scan_csv_text, stream_frames
+from .streaming import (
+    DEFAULT_BATCH_ROWS,
+    is_total_read,
+    report_batch,
+    scan,
+    scan_csv_text,
+    stream_frames,
+    total_read,
+)
 from .transformations import I64_MAX, check_source_arguments, pair_transformation
 
 __all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
@@ -82,7 +91,7 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
         import pyarrow.dataset as pads
 
         if isinstance(data, pads.Dataset):
-            return pl.scan_pyarrow_dataset(data)
+            return _dataset_frame(data) if text_csv else pl.scan_pyarrow_dataset(data)
         if hasattr(data, "read_all"):  # a RecordBatchReader
             data = data.read_all()
         if hasattr(data, "column_names"):  # a Table or a RecordBatch: column by column
@@ -92,6 +101,56 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
         "data must be a numpy array, a Polars DataFrame/LazyFrame, a pandas DataFrame, a PyArrow "
         f"Table/Dataset/RecordBatchReader or a Parquet/CSV/IPC path, got {type(data).__name__}"
     )
+
+
+def _dataset_frame(dataset: Any) -> pl.LazyFrame:
+    """A PyArrow dataset read file by file, each with its own types, every column as text
+    (:func:`_arrow_column`, then Polars' text of the value: the shortest text that reads back to
+    the same number). Files whose types differ (one written with a text column where the others
+    have numbers) then read each value as a typed file would; a dataset whose unified schema does
+    not fit one file would otherwise fail the whole read."""
+    from polars.io.plugins import register_io_source
+
+    names = [str(n) for n in dataset.schema.names]
+    schema = {n: pl.String for n in names}
+
+    def batches(
+        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
+    ) -> Iterator[pl.DataFrame]:
+        wanted = with_columns or names
+        left = n_rows
+        for fragment in dataset.get_fragments():
+            physical = fragment.physical_schema
+            present = [n for n in wanted if n in physical.names]
+            for batch in fragment.to_batches(schema=physical, columns=present, batch_size=DEFAULT_BATCH_ROWS):
+                cols = {n: _arrow_column(n, batch.column(batch.schema.get_field_index(n))) for n in present}
+                frame = pl.DataFrame(
+                    [
+                        _text_series(cols[n]) if n in cols else pl.Series(n, [None] * batch.num_rows, pl.String)
+                        for n in wanted
+                    ]
+                )
+                if predicate is not None:
+                    frame = frame.filter(predicate)
+                if left is not None:
+                    frame = frame.head(left)
+                    left -= frame.height
+                yield frame
+                if left is not None and left <= 0:
+                    return
+
+    return total_read(register_io_source(batches, schema=schema))
+
+
+def _text_series(s: pl.Series) -> pl.Series:
+    """A series as text, value by value (temporal, nested and object values read as null)."""
+    if s.dtype == pl.String:
+        return s
+    if s.dtype.is_numeric() or s.dtype == pl.Boolean or s.dtype in (pl.Categorical,) or isinstance(s.dtype, pl.Enum):
+        return s.cast(pl.String, strict=False)
+    if s.dtype == pl.Binary:
+        return pl.Series(s.name, [None if b is None else bytes(b).decode("utf-8", "replace") for b in s.to_list()], pl.String)
+    return pl.Series(s.name, [None] * s.len(), dtype=pl.String)
 
 
 def _scans_text_files(lf: pl.LazyFrame) -> bool:
