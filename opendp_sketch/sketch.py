@@ -44,9 +44,11 @@ _SEALS = ("sha256", "hmac_sha256")
 #: an entry may always expand to this many bytes, and beyond it at most _MAX_EXPANSION-fold
 _FREE_BYTES = 1 << 20
 _MAX_EXPANSION = 64
-#: feature-map specs: input columns, and public random numbers regenerated (512 MiB of float64)
+#: feature-map specs: input columns, maps in one spec, and the public random numbers a whole
+#: spec may regenerate by default (summed over every member: 16 MiB of float64)
 _MAX_DIM = 1 << 16
-_MAX_DRAWS = 1 << 26
+_MAX_MAPS = 4096
+MAX_DRAWS = 1 << 21
 
 
 class SketchFormatError(ValueError):
@@ -328,13 +330,18 @@ class Sketch(ForgetsCallInput):
             np.savez_compressed(f, meta=header, sum_units=self.sum_units.astype("<i8"))
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, key: bytes | str | None = None) -> Sketch:
+    def load(
+        cls, path: str | os.PathLike[str], *, key: bytes | str | None = None, max_draws: int = MAX_DRAWS
+    ) -> Sketch:
         """Read a sketch written by :meth:`save`, checking format, version, sizes, schema and checksum.
 
         Nothing is allocated beyond what the file's real size justifies: an entry that would
         expand more than 64-fold (beyond 1 MiB), or a feature-map spec asking for more than the
         stored sums support, is refused before it is read or built.
 
+        :param max_draws: the most public random numbers the file's feature map may regenerate,
+            summed over all its members (``2^21``, 16 MiB, by default; far above the maps this
+            package builds). A crafted spec asking for more is refused before anything is built.
         :param key: the curator's secret key: the file must then carry a matching HMAC-SHA256
             signature (without a key, a signature is ignored and only the checksum is checked)
         :raises SketchSignatureError: with a key, if the file is unsigned or signed otherwise
@@ -393,7 +400,7 @@ class Sketch(ForgetsCallInput):
                 f"{path}: invalid sketch contents: the feature map spec has no fingerprint"
             )
         try:
-            _check_spec_size(spec, sum_units.size)
+            _check_spec_size(spec, sum_units.size, max_draws)
             fm = feature_map_from_dict(spec)
             bounds = meta.get("bounds")
             return cls(
@@ -470,17 +477,36 @@ def _spec_ints(params: dict[str, Any]) -> list[tuple[str, int]]:
     return out
 
 
-def _check_spec_size(spec: dict[str, Any], stored: int) -> None:
+def _check_spec_size(spec: dict[str, Any], stored: int, max_draws: int = MAX_DRAWS) -> None:
     """Refuse a feature-map spec whose sizes the stored sums cannot justify, before building it.
 
-    Every map has at least as many features as any of its size parameters (features, rows,
-    buckets, bins, classes, levels) and regenerates at most ``dim`` × its features public
-    random numbers; so a size above the stored length, a ``dim`` above ``2^16`` or more than
-    ``2^26`` regenerated numbers cannot be a sketch this file holds.
+    The work a spec asks for is summed over the **whole** spec (every member of a ``Composite``
+    or ``ByClass``, nested ones included): at most ``_MAX_MAPS`` maps, a ``dim`` of at most
+    ``2^16``, no size parameter and no marginal block with more features than the ``stored``
+    sums, and at most ``max_draws`` public random numbers regenerated in all. So a small file
+    cannot make :meth:`Sketch.load` allocate more than about ``8 · max_draws`` bytes or run for
+    long before its fingerprint is checked.
     """
+    draws, maps = _spec_work(spec, stored, depth=0)
+    if maps > _MAX_MAPS:
+        raise ValueError(f"the feature map spec holds {maps} maps (at most {_MAX_MAPS})")
+    if draws > max_draws:
+        raise ValueError(
+            f"the feature map would regenerate {draws} public random numbers in all (at most {max_draws}); "
+            "if you trust this file, load it with a larger max_draws="
+        )
+
+
+def _spec_work(spec: Any, stored: int, depth: int) -> tuple[int, int]:
+    """``(random numbers regenerated, maps)`` of a spec and every map inside it (Python ints:
+    no overflow), refusing a size the stored sums cannot hold."""
+    if depth > 32:
+        raise ValueError("the feature map spec is nested more than 32 levels deep")
+    if not isinstance(spec, dict):
+        return 0, 1
     params = spec.get("params")
     if not isinstance(params, dict):
-        return  # feature_map_from_dict explains the malformed spec
+        return 0, 1  # feature_map_from_dict explains the malformed spec
     bounds = params.get("bounds")
     dim = params.get("dim")
     if not isinstance(dim, int) or isinstance(dim, bool):
@@ -494,23 +520,36 @@ def _check_spec_size(spec: dict[str, Any], stored: int) -> None:
             raise ValueError(
                 f"the feature map's {name} ({value}) exceeds what the {stored} stored features support"
             )
+    kind = str(spec.get("kind"))
+    if kind == "Marginals" and isinstance(params.get("bins"), list):
+        for block in params["bins"]:
+            cells = math.prod(b for b in block if isinstance(b, int)) if isinstance(block, list) else 0
+            if cells > limit:
+                raise ValueError(f"a marginal block of {cells} cells exceeds the {stored} stored features")
     per_dim = {
         "RFF": "num_features",
         "SubsampledRFF": "num_features",
         "QuantizedRFF": "num_features",
         "RandomQuadratic": "num_features",
-    }.get(str(spec.get("kind")))
-    draws = dim * int(params.get(per_dim) or 0) if per_dim else 0
-    if spec.get("kind") == "RACE":
-        draws = dim * int(params.get("rows") or 0) * int(params.get("hashes_per_row") or 16)
-    if draws > _MAX_DRAWS:
-        raise ValueError(f"the feature map would regenerate {draws} random numbers (at most {_MAX_DRAWS})")
-    if isinstance(params.get("feature_map"), dict):
-        _check_spec_size(params["feature_map"], stored)
-    maps = params.get("maps")  # Composite: every block is checked like a map of its own
-    for inner in maps if isinstance(maps, list) else []:
-        if isinstance(inner, dict):
-            _check_spec_size(inner, stored)
+    }.get(kind)
+    draws = dim * _int(params.get(per_dim)) if per_dim else 0
+    if kind == "RACE":
+        draws = dim * _int(params.get("rows")) * (_int(params.get("hashes_per_row")) or 16)
+    maps = 1
+    inner = [params["feature_map"]] if isinstance(params.get("feature_map"), dict) else []
+    members = params.get("maps")  # Composite: every block counts
+    inner += [m for m in members if isinstance(m, dict)] if isinstance(members, list) else []
+    for member in inner:
+        d, m = _spec_work(member, stored, depth + 1)
+        draws += d
+        maps += m
+        if maps > _MAX_MAPS:
+            break
+    return draws, maps
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def discrete_laplace_variance(scale: float) -> float:
