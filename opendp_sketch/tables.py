@@ -221,7 +221,9 @@ def _object_text(values: np.ndarray) -> pl.Series:
     """Python objects as text, one value at a time: ``None`` and float NaN (and pandas' NA/NaT)
     are null, text stays, bytes are decoded as UTF-8 (invalid bytes replaced), booleans read
     ``true``/``false``, numbers their exact shortest text (``repr`` of the float64 for floats of
-    any width, so ``"0.1"`` parses back to the same double a float column holds) and anything
+    any width, so ``"0.1"`` parses back to the same double a float column holds; a complex
+    number its real part when it has no imaginary part, as pandas turns a whole column complex
+    for one complex value, and null otherwise) and anything
     else its ``str``. The schema then parses each value for its column: a number from ``"41"``, a
     label from ``"South"``, and ``null`` from what does not parse. Dates and times read as null
     (a property of their type: typed columns read them as null too).
@@ -258,6 +260,8 @@ def _value_text(v: Any) -> str | None:
     if isinstance(v, (float, np.floating)):
         f = float(v)
         return None if f != f else repr(f)
+    if isinstance(v, (complex, np.complexfloating)):  # pandas makes a whole column complex for one
+        return repr(float(v.real)) if v.imag == 0 and v.real == v.real else None
     if isinstance(v, (datetime.date, datetime.time, datetime.timedelta, np.datetime64, np.timedelta64)):
         return None
     text = str(v)

@@ -343,3 +343,162 @@ def test_the_audits_two_triggers(built):
     _within(fm, built["exact"]["pandas_categorical"], _exact(mixed, fm))
     for meas, _ in built["measurements"].values():
         assert _outcome(mixed, meas, [MARK])[0] == "released"
+
+
+# -- clusters: a Dask partition of its own types, a Spark table read as text ---------------------
+def _cluster_check(base: object, data: object, domain: dp.Domain, exact, row: dict) -> None:
+    texts = _texts(row)
+    fm, meas = _cluster_measurements(domain)
+    _within(fm, exact(base, fm), exact(data, fm))
+    for m in meas:
+        on_d, on_d_prime = _outcome(base, m, texts), _outcome(data, m, texts)
+        assert on_d == on_d_prime == ("released", on_d[1]), (on_d, on_d_prime)
+
+
+_CLUSTER_CACHE: dict = {}
+
+
+def _cluster_measurements(domain: dp.Domain):
+    key = str(domain)
+    if key not in _CLUSTER_CACHE:
+        table, fm = _table_sketch(domain)
+        _CLUSTER_CACHE[key] = (fm, [table, _pair_selection(domain)[0]])
+    return _CLUSTER_CACHE[key]
+
+
+@pytest.fixture(scope="module")
+def dask_kind():
+    dd = pytest.importorskip("dask.dataframe")
+    import dask
+
+    from opendp_sketch.dask import make_dask_table_sum_and_count
+
+    dask.config.set(scheduler="synchronous")
+    domain = dps.dask_table_domain(SCHEMA)
+
+    def frame(df: pd.DataFrame):
+        """Two partitions, the second with the types its own rows give it (the row's)."""
+        first = dd.from_pandas(df.iloc[:100].reset_index(drop=True), npartitions=1)
+        second = dd.from_pandas(df.iloc[100:].reset_index(drop=True), npartitions=1)
+        return dd.concat([first, second])
+
+    def exact(data, fm):
+        s, n = make_dask_table_sum_and_count(domain, dp.symmetric_distance(), fm)(data)
+        return [int(v) for v in s], int(n)
+
+    return domain, frame, exact
+
+
+def _dask_row_check(dask_kind, row: dict) -> None:
+    domain, frame, exact = dask_kind
+    try:
+        data = frame(_with_row(row))
+        data.compute()  # Dask's own conversion of text it cannot hold (a lone surrogate) fails
+    except Exception:  # noqa: BLE001 - for every reader: Dask cannot hold this row, no such table
+        data = None
+    assume(data is not None)
+    _cluster_check(frame(CLEAN), data, domain, exact, row)
+
+
+def test_dask_one_malformed_row_is_a_non_event(dask_kind):
+    @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @given(row=ROWS)
+    def run(row):
+        _dask_row_check(dask_kind, row)
+
+    run()
+
+
+@pytest.mark.slow
+def test_dask_one_malformed_row_is_a_non_event_fuzzed(dask_kind):
+    @_SLOW
+    @given(row=ROWS)
+    def run(row):
+        _dask_row_check(dask_kind, row)
+
+    run()
+
+
+def _java_major() -> int:
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("java") is None:
+        return 0
+    out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not found:
+        return 0
+    major = int(found.group(1))
+    return int(found.group(2) or 0) if major == 1 else major
+
+
+@pytest.fixture(scope="module")
+def spark_kind():
+    pytest.importorskip("pyspark")
+    if _java_major() < 17:
+        pytest.skip("PySpark 4 needs a Java 17+ runtime on PATH")
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    from opendp_sketch.spark import make_spark_table_sum_and_count
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("opendp-sketch-malformed-rows")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("OFF")
+    domain = dps.spark_table_domain(SCHEMA)
+    text_schema = ", ".join(f"{c} string" for c in COLUMNS)
+
+    def frame(rows: list[tuple]):
+        """A table read as text (``spark.read.csv`` without type inference), in 3 partitions."""
+        return session.createDataFrame(session.sparkContext.parallelize(rows, 3), text_schema)
+
+    def exact(data, fm):
+        s, n = make_spark_table_sum_and_count(domain, dp.symmetric_distance(), fm)(data)
+        return [int(v) for v in s], int(n)
+
+    clean = [tuple(None if v is None else str(v) for v in r) for r in CLEAN.itertuples(index=False)]
+    yield domain, frame, exact, clean
+    session.stop()
+
+
+def _spark_row_check(spark_kind, row: dict) -> None:
+    domain, frame, exact, clean = spark_kind
+
+    def text(v):
+        if v is None or v is pd.NA or v is pd.NaT:
+            return None
+        t = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+        return t.encode("utf-8", "replace").decode("utf-8")  # Spark holds UTF-8 text only
+
+    data = frame(clean + [tuple(text(row[c]) for c in COLUMNS)])
+    _cluster_check(frame(clean), data, domain, exact, row)
+
+
+def test_spark_one_malformed_row_is_a_non_event(spark_kind):
+    @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @given(row=ROWS)
+    def run(row):
+        _spark_row_check(spark_kind, row)
+
+    run()
+
+
+@pytest.mark.slow
+def test_spark_one_malformed_row_is_a_non_event_fuzzed(spark_kind):
+    @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @given(row=ROWS)
+    def run(row):
+        _spark_row_check(spark_kind, row)
+
+    run()
