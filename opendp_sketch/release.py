@@ -1757,7 +1757,8 @@ def _checked_table(data: Any, schema: Schema, backend: str) -> tuple[Any, dp.Dom
         split = csv_quoted_lines(data)
         if split:
             raise ValueError(
-                f"{split} lines of the CSV file hold a quoted field with a separator or a line break; a "
+                f"{split} line{'s' if split != 1 else ''} of the CSV file {'hold' if split != 1 else 'holds'} a "
+                "quoted field with a separator or a line break; a "
                 "release reads a CSV file one row per line, so save the table as Parquet (for example "
                 "pl.read_csv(path).write_parquet(...)) and release that"
             )

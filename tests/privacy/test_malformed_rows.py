@@ -502,3 +502,61 @@ def test_spark_one_malformed_row_is_a_non_event_fuzzed(spark_kind):
         _spark_row_check(spark_kind, row)
 
     run()
+
+
+# -- the curator's one-call release and the CLI: refuse or release, never quoting the row ---------
+def _shown(e: BaseException) -> str:
+    """Everything a traceback of ``e`` prints (its chained causes and contexts included)."""
+    import traceback
+
+    return "".join(traceback.format_exception(e))
+
+
+def _curator_check(built: dict, kind: str, row: object) -> None:
+    data = _neighbour(built, kind, row)
+    assume(data is not None)
+    texts = _texts(row)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            dps.release_sketch(data, schema=SCHEMA, epsilon=1.0)
+        except ValueError as e:
+            for t in texts:
+                assert t not in _shown(e), "a refusal quotes the row"
+    for w in seen:
+        for t in texts:
+            assert t not in str(w.message)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_curators_release_never_quotes_a_row(built, kind):
+    @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @given(row=_row_for(kind))
+    def run(row):
+        _curator_check(built, kind, row)
+
+    run()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_curators_release_never_quotes_a_row_fuzzed(built, kind):
+    @_SLOW
+    @given(row=_row_for(kind))
+    def run(row):
+        _curator_check(built, kind, row)
+
+    run()
+
+
+def test_the_cli_never_quotes_a_row(built, tmp_path, capsys):
+    from opendp_sketch.cli import main
+
+    schema = tmp_path / "schema.json"
+    SCHEMA.to_json(schema)
+    for line in (b"50,5'11\",Fair," + MARK.encode(), b'50,"' + MARK.encode() + b', 12,Fair,true', b"\xff" + MARK.encode()):
+        path = _neighbour(built, "csv", line)
+        code = main(["release", path, "--schema", str(schema), "--epsilon", "1", "--out", str(tmp_path / "o.sketch"), "--force"])
+        out = capsys.readouterr()
+        assert code in (0, 1, 2)
+        assert MARK not in out.out + out.err
