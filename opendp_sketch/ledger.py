@@ -30,6 +30,7 @@ import json
 import math
 import os
 import pathlib
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -56,7 +57,9 @@ BUDGET_KINDS = ("epsilon", "epsilon_delta", "rho")
 #: seconds a writer waits for another process's release before giving up
 DEFAULT_TIMEOUT = 600.0
 _FORMAT = "opendp_sketch.ledger"
-_VERSION = "2"
+_VERSION = "3"
+#: the meta row holding every signed dataset's release count and head hash, signed (version 3)
+_HEADS = "signed_heads"
 #: first element of every hashed record: a new encoding gets a new tag
 _CHAIN_TAG = "opendp_sketch.ledger/2"
 
@@ -190,9 +193,43 @@ def _release_hash(prev: str, ds: str, seq: int, rid: int, row: tuple[Any, ...]) 
     return hashlib.sha256(_canonical(record)).hexdigest()
 
 
-def _head_message(ds: str, genesis: str, head: str, count: int, spent_loss: str, spent_delta: str) -> bytes:
-    """What a dataset row's signature covers: its chain's start and end, length and spent cache."""
-    return _canonical([_CHAIN_TAG, "head", ds, genesis, head, count, spent_loss, spent_delta])
+def _head_message(
+    ds: str, genesis: str, head: str, count: int, spent_loss: str, spent_delta: str, version: str = _VERSION
+) -> bytes:
+    """What a dataset row's signature covers: its chain's start and end, length and spent cache.
+    Version 3 signs a different tag: a version-3 record kept in the ledger's signed heads cannot
+    pass for a version-2 one (which had none), so the heads cannot be dropped by a downgrade."""
+    kind = "head" if version == "2" else "head/3"
+    return _canonical([_CHAIN_TAG, kind, ds, genesis, head, count, spent_loss, spent_delta])
+
+
+def _heads_message(heads: dict[str, list[Any]]) -> bytes:
+    """What the ledger's signed heads cover: every signed dataset's ``[release count, head hash]``."""
+    return _canonical([_CHAIN_TAG, "heads", sorted([ds, int(c), str(h)] for ds, (c, h) in heads.items())])
+
+
+def _witness_message(ds: str, after: int, head: str, nonce: str) -> bytes:
+    """What a released sketch's ledger witness covers: its dataset, the release count and head
+    hash of the chain it was appended to, and a random nonce (kept in the stored sketch too, so
+    another release appended at the same place after a rollback is told apart)."""
+    return _canonical([_CHAIN_TAG, "witness", ds, int(after), str(head), str(nonce)])
+
+
+def _read_heads(con: sqlite3.Connection, key: bytes | None) -> tuple[dict[str, list[Any]] | None, list[str]]:
+    """The ledger's signed heads (``None`` if the row is absent) and, with ``key``, any problem
+    with their signature."""
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (_HEADS,)).fetchone()
+    if row is None:
+        return None, []
+    try:
+        stored = json.loads(row[0])
+        heads = {str(k): [int(v[0]), str(v[1])] for k, v in stored["heads"].items()}
+        mac = stored.get("mac")
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        return {}, ["the ledger's signed heads are not valid: the meta table was modified"]
+    if key is not None and heads and not signature_matches(key, _heads_message(heads), mac):
+        return heads, ["the ledger's signed heads do not match the key: the meta table was modified"]
+    return heads, []
 
 
 def _release_message(row_hash: str) -> bytes:
@@ -232,7 +269,11 @@ Checkpoint = tuple[int, "DatasetRecord"]
 
 
 def _audit(
-    con: sqlite3.Connection, dataset_id: str, key: bytes | None, since: Checkpoint | None = None
+    con: sqlite3.Connection,
+    dataset_id: str,
+    key: bytes | None,
+    since: Checkpoint | None = None,
+    version: str = _VERSION,
 ) -> tuple[DatasetRecord | None, list[str], int]:
     """``dataset_id``'s record with the spent budget recomputed from its chained rows, every
     problem found (an empty list when the chain, the stored cache and, with ``key``, the
@@ -336,10 +377,24 @@ def _audit(
     if (
         key is not None
         and signed == 1
-        and not signature_matches(key, _head_message(ds, genesis, head, checked + len(rows), sl, sd), mac)
+        and not signature_matches(
+            key, _head_message(ds, genesis, head, checked + len(rows), sl, sd, version), mac
+        )
     ):
         problems.append(f"{where}: the dataset record's signature is missing or does not match the key")
     count = checked + len(rows)
+    if key is not None and signed == 1 and version != "2":
+        heads, trouble = _read_heads(con, key)
+        problems += trouble
+        kept = (heads or {}).get(ds)
+        if kept is None:
+            problems.append(f"{where}: it is missing from the ledger's signed heads: the meta table was modified")
+        elif kept != [count, prev]:
+            problems.append(
+                f"{where}: the ledger's signed heads record {kept[0]} release(s) ending in {kept[1][:12]}…, "
+                f"the dataset {count} ending in {str(prev)[:12]}…: the dataset was rolled back (an older copy "
+                "of its record restored, later releases deleted) or its record edited"
+            )
     record = DatasetRecord(ds, budget, total, (spent[0], spent[1]), unit, signed == 1, prev, count, genesis)
     return record, problems, last_id
 
@@ -413,10 +468,16 @@ class Ledger:
         meta = dict(con.execute("SELECT key, value FROM meta")) if tables else {}
         if meta.get("format") == _FORMAT and meta.get("version") == "1":
             self._upgrade_from_v1(con)
+            meta["version"] = "2"
+        if meta.get("format") == _FORMAT and meta.get("version") == "2":
+            self._upgrade_from_v2(con)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 con.execute(statement)
+        fresh = not tables
         con.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('version', ?)", (_FORMAT, _VERSION))
+        if fresh:
+            con.execute("INSERT INTO meta VALUES (?, ?)", (_HEADS, json.dumps({"heads": {}, "mac": None})))
         meta = dict(con.execute("SELECT key, value FROM meta"))
         if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
             raise LedgerError(
@@ -475,12 +536,65 @@ class Ledger:
                     (seq, prev, row_hash, self._sign(_release_message(row_hash)), digest, rid),
                 )
                 prev = row_hash
-            mac = self._sign(_head_message(ds, genesis, prev, len(rows), sl, sd))
+            mac = self._sign(_head_message(ds, genesis, prev, len(rows), sl, sd, "2"))
             con.execute(
                 "UPDATE datasets SET unit = ?, signed = ?, head = ?, mac = ? WHERE dataset_id = ?",
                 (unit, signed, prev, mac, ds),
             )
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'version'")
+
+    def _upgrade_from_v2(self, con: sqlite3.Connection) -> None:
+        """Keep every signed dataset's release count and head hash in the ledger's signed heads.
+
+        A version-2 file has none. Its signed datasets are audited against the key first (so a
+        tampered file is not blessed), then re-signed under the version-3 tag with the heads
+        written: from then on a dataset rolled back or deleted inside the file leaves evidence.
+
+        :raises LedgerError: if the file has signed datasets and this connection has no key, or an
+            audit finds a problem
+        """
+        signed = [r[0] for r in con.execute("SELECT dataset_id FROM datasets WHERE signed = 1 ORDER BY dataset_id")]
+        if signed and self._key is None:
+            raise LedgerError(
+                f"{self.path}: a version-2 ledger with signed datasets ({signed}); open it once with its key "
+                "(key=...) to upgrade it to version 3"
+            )
+        heads: dict[str, list[Any]] = {}
+        for ds in signed:
+            record, problems, _ = _audit(con, ds, self._key, version="2")
+            if problems or record is None:
+                raise _tamper_error(self.path, problems or [f"dataset {ds!r} could not be read"])
+            sl, sd = con.execute(
+                "SELECT spent_loss, spent_delta FROM datasets WHERE dataset_id = ?", (ds,)
+            ).fetchone()
+            mac = self._sign(_head_message(ds, record.genesis, record.head, record.releases, sl, sd))
+            con.execute("UPDATE datasets SET mac = ? WHERE dataset_id = ?", (mac, ds))
+            heads[ds] = [record.releases, record.head]
+        value = {"heads": heads, "mac": self._sign(_heads_message(heads)) if heads else None}
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_HEADS, json.dumps(value)))
         con.execute("UPDATE meta SET value = ? WHERE key = 'version'", (_VERSION,))
+
+    def _keep_head(self, con: sqlite3.Connection, ds: str, count: int, head: str) -> None:
+        """Record a signed dataset's new release count and head in the ledger's signed heads."""
+        heads, _ = _read_heads(con, None)
+        heads = dict(heads or {})
+        heads[ds] = [int(count), str(head)]
+        value = {"heads": heads, "mac": self._sign(_heads_message(heads))}
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_HEADS, json.dumps(value)))
+
+    def witness(self, ds: str, after: int, head: str) -> dict[str, Any] | None:
+        """A released sketch's ledger witness (with a key): it was appended to ``ds``'s chain
+        after ``after`` releases ending in ``head``; :func:`verify_ledger` checks it."""
+        if self._key is None:
+            return None
+        nonce = secrets.token_hex(16)
+        return {
+            "dataset": ds,
+            "after": int(after),
+            "head": str(head),
+            "nonce": nonce,
+            "mac": self._sign(_witness_message(ds, after, head, nonce)),
+        }
 
     def _sign(self, message: bytes) -> str | None:
         return None if self._key is None else sign(self._key, message)
@@ -576,6 +690,19 @@ class Ledger:
         """
         with self.transaction() as con:
             rec = self.dataset(dataset_id, con, full=True)
+            if rec is None and self._key is not None:
+                heads, trouble = _read_heads(con, self._key)
+                if trouble:
+                    raise _tamper_error(self.path, trouble)
+                if dataset_id in (heads or {}):
+                    count = (heads or {})[dataset_id][0]
+                    raise _tamper_error(
+                        self.path,
+                        [
+                            f"dataset {dataset_id!r} is in the ledger's signed heads ({count} release(s)) but its "
+                            "record is gone: it was deleted, and is not created again at a full budget"
+                        ],
+                    )
             if rec is None:
                 if budget is None or total is None:
                     raise LedgerError(
@@ -600,6 +727,8 @@ class Ledger:
                         self._sign(_head_message(dataset_id, genesis, genesis, 0, "0", "0")),
                     ),
                 )
+                if signed:
+                    self._keep_head(con, dataset_id, 0, genesis)
                 return self.dataset(dataset_id, con)  # type: ignore[return-value]
         if (
             budget is not None
@@ -693,6 +822,8 @@ class Ledger:
                 rec.dataset_id,
             ),
         )
+        if rec.signed:
+            self._keep_head(con, rec.dataset_id, seq, row_hash)
         return rid
 
     # -- sketches and post-processing -----------------------------------------------------------
@@ -759,7 +890,9 @@ def read_only_uri(path: str | os.PathLike[str]) -> str:
     return pathlib.Path(os.path.abspath(os.fspath(path))).as_uri() + "?mode=ro"
 
 
-def verify_ledger(path: str | os.PathLike[str], *, key: bytes | str | None = None) -> dict[str, Any]:
+def verify_ledger(
+    path: str | os.PathLike[str], *, key: bytes | str | None = None, witnesses: Any = ()
+) -> dict[str, Any]:
     """Check a ledger file: SQLite integrity, and for every dataset its hash chain (no row edited,
     deleted, reordered or replayed; budget and unit as created), that the stored spent budget
     equals the exact sum of its chained releases and is within its total, that every stored
@@ -767,8 +900,14 @@ def verify_ledger(path: str | os.PathLike[str], *, key: bytes | str | None = Non
 
     Opens the file read-only (``mode=ro``), so it can run while other processes release.
 
-    :param key: the curator's secret key; without it signatures are not checked (the chain is)
-    :raises ValueError: if the file does not exist, or for a bad key
+    :param key: the curator's secret key; without it signatures are not checked (the chain is).
+        With it, the ledger's signed heads are checked too: a dataset rolled back inside the file
+        (an older copy of its record restored, later releases deleted) or deleted is reported.
+    :param witnesses: sketches released from the ledger with a key (``Sketch`` objects or sketch
+        files), or their ``privacy["ledger"]`` dicts: each records the release count and head
+        hash its release was appended to, so a ledger rolled back *as a whole* (every file
+        restored from an older copy) to before any of them is reported. Needs ``key``.
+    :raises ValueError: if the file does not exist, for a bad key, or witnesses without a key
     :return: ``{"ok": bool, "integrity": str, "version": str, "problems": [str], "datasets": {id:
         {"budget", "unit", "releases", "spent", "total", "spent_matches", "within_budget",
         "sketches_missing", "signatures", "head", "problems"}}}``; ``spent`` is recomputed from
@@ -790,13 +929,89 @@ def verify_ledger(path: str | os.PathLike[str], *, key: bytes | str | None = Non
                 f"upgrade it to version {_VERSION}"
             )
         else:
-            for (ds,) in con.execute("SELECT dataset_id FROM datasets ORDER BY dataset_id").fetchall():
+            names = [r[0] for r in con.execute("SELECT dataset_id FROM datasets ORDER BY dataset_id").fetchall()]
+            for ds in names:
                 out["datasets"][ds] = _verify_dataset(con, ds, secret)
                 out["problems"] += out["datasets"][ds]["problems"]
+            if secret is not None:
+                heads, trouble = _read_heads(con, secret)
+                out["problems"] += trouble
+                if heads is None:
+                    out["problems"].append("the ledger's signed heads are missing: the meta table was modified")
+                for ds in sorted(set(heads or {}) - set(names)):
+                    out["problems"].append(
+                        f"dataset {ds!r} is in the ledger's signed heads ({(heads or {})[ds][0]} release(s)) but "
+                        "its record is gone: it was deleted"
+                    )
+            out["problems"] += _check_witnesses(con, witnesses, secret)
         out["ok"] = integrity == "ok" and not out["problems"]
         return out
     finally:
         con.close()
+
+
+def _witness_of(item: Any) -> Any:
+    """A witness dict from a ``Sketch``, a sketch file or the dict itself."""
+    if isinstance(item, dict):
+        return item
+    if isinstance(item, (str, os.PathLike)):
+        from .sketch import Sketch
+
+        item = Sketch.load(item)
+    privacy = getattr(item, "privacy", None)
+    return privacy.get("ledger") if isinstance(privacy, dict) else None
+
+
+def _stored_nonce(blob: Any) -> str | None:
+    """The witness nonce inside a stored sketch's bytes (``None`` if it has none)."""
+    if blob is None:
+        return None
+    try:
+        from .session import sketch_from_bytes
+
+        found = sketch_from_bytes(bytes(blob)).privacy.get("ledger")
+        return str(found["nonce"]) if isinstance(found, dict) else None
+    except Exception:  # noqa: BLE001 - unreadable bytes hold no nonce (verify reports them)
+        return None
+
+
+def _check_witnesses(con: sqlite3.Connection, witnesses: Any, key: bytes | None) -> list[str]:
+    """Problems shown by released sketches' ledger witnesses: each must be signed with ``key``,
+    and its release must be in the chain (the row after ``after`` releases follows ``head``)."""
+    items = list(witnesses or ())
+    if items and key is None:
+        raise ValueError("witnesses are signed: give the key (key=...) to check them")
+    problems = []
+    for n, item in enumerate(items, 1):
+        w = _witness_of(item)
+        label = f"witness {n}"
+        try:
+            ds, after, head, nonce = str(w["dataset"]), int(w["after"]), str(w["head"]), str(w["nonce"])
+            mac = w.get("mac")
+        except (TypeError, KeyError, ValueError):
+            problems.append(f"{label}: not a ledger witness (a sketch released by a signed Session carries one)")
+            continue
+        if key is None or not signature_matches(key, _witness_message(ds, after, head, nonce), mac):
+            problems.append(f"{label}: its signature does not match the key")
+            continue
+        row = con.execute(
+            "SELECT r.prev_hash, s.blob FROM releases r LEFT JOIN sketches s ON s.release_id = r.id "
+            "WHERE r.dataset_id = ? AND r.seq = ?",
+            (ds, after + 1),
+        ).fetchone()
+        if row is not None and _stored_nonce(row[1]) != nonce:
+            row = (None, None)  # another release at that place
+        if row is None:
+            problems.append(
+                f"{label}: dataset {ds!r} released this sketch as its release {after + 1}, but the ledger no longer "
+                "holds that release: the ledger was rolled back (restored from an older copy) or the dataset deleted"
+            )
+        elif row[0] != head:
+            problems.append(
+                f"{label}: dataset {ds!r} released this sketch as its release {after + 1}, but the chain there "
+                "follows another history: the ledger was rolled back and released from again"
+            )
+    return problems
 
 
 def _verify_dataset(con: sqlite3.Connection, ds: str, key: bytes | None) -> dict[str, Any]:

@@ -502,6 +502,9 @@ class Session:
                         "dataset_id": self.dataset_id,
                         "release_id": release_id,
                     }
+                    witness = self.ledger.witness(self.dataset_id, rec.releases, rec.head)
+                    if witness is not None:  # signed: where in the chain this release goes
+                        value.privacy["ledger"] = witness
                     fm = value.feature_map
                     blob = sketch_to_bytes(value, key=self._key)
                     stored = (type(fm).__name__, fm.fingerprint(), fm.num_features, blob)

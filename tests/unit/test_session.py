@@ -436,7 +436,7 @@ def test_a_version_1_ledger_is_upgraded_when_opened(path):
         s.release(constant_loss(0.125), [1.0])  # at d_in = 2: 0.25
         assert s.spent == 0.75
     report = verify_ledger(path)
-    assert report["ok"] and report["version"] == "2" and report["datasets"]["ds"]["releases"] == 3
+    assert report["ok"] and report["version"] == "3" and report["datasets"]["ds"]["releases"] == 3
 
 
 def test_a_version_1_ledger_that_mixed_units_is_refused(path):
