@@ -181,6 +181,9 @@ def _pandas_column(name: str, s: Any) -> pl.Series:
     kind = getattr(dtype, "kind", "O")
     if isinstance(dtype, np.dtype) and kind in "iufb":
         return pl.Series(name, s.to_numpy())
+    if isinstance(dtype, np.dtype) and kind == "c":  # complex: the real part when it is all
+        z = s.to_numpy()
+        return pl.Series(name, np.where(z.imag == 0, z.real, np.nan))
     if str(dtype) == "category":
         labels = _object_text(np.asarray(s.cat.categories, dtype=object))
         codes = s.cat.codes.to_numpy().astype(np.int64)
@@ -189,13 +192,13 @@ def _pandas_column(name: str, s: Any) -> pl.Series:
             return missing.alias(name)
         text = labels.gather(np.where(codes < 0, 0, codes))
         return text.zip_with(pl.Series(codes >= 0), missing).alias(name)
-    if str(dtype) == "boolean":  # pandas' nullable boolean: Polars booleans with nulls
-        values = s.to_numpy(dtype=object, na_value=None)
-        return pl.Series(name, [None if v is None else bool(v) for v in values], dtype=pl.Boolean)
-    if kind in "iu" and hasattr(s, "array"):  # pandas' nullable integers: exact, with nulls
-        return pl.Series(name, [None if v is None else int(v) for v in s.to_numpy(dtype=object, na_value=None)])
-    if kind == "f":  # pandas' nullable floats
-        return pl.Series(name, s.to_numpy(dtype=np.float64, na_value=np.nan))
+    if not (isinstance(dtype, np.dtype) and kind == "O"):
+        # a typed extension column (nullable numbers and booleans, strings, dates): Polars reads
+        # it by its type; what it cannot read is read value by value below
+        try:
+            return pl.from_pandas(s).alias(name)
+        except Exception:  # noqa: BLE001 - value by value, as an object column
+            pass
     return _object_text(s.to_numpy(dtype=object)).alias(name)
 
 
