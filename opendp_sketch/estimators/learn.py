@@ -21,6 +21,7 @@ from ..features.byclass import ByClass
 from ..features.composite import Composite
 from ..features.histogram import DyadicTrees, Histogram
 from ..features.marginals import Marginals
+from ..schema import Numeric
 from ..sketch import Sketch
 from .m2m import M2M, default_column_names
 
@@ -98,6 +99,8 @@ class _SketchRegressor:
         )
         self.feature_names_in_ = [est.columns[c] for c in keep]
         self.target_index_ = j
+        #: the sketch's public schema (``None`` without one): rows are then read in its units
+        self.schema_ = est.schema
         Z = (est.samples[:, keep] - self._center) / self._half
         if self.fit_intercept:
             Z = np.column_stack([Z, np.ones(Z.shape[0])])
@@ -111,6 +114,15 @@ class _SketchRegressor:
     def _check_X(self, X: Any) -> np.ndarray:
         if not hasattr(self, "coef_"):
             raise ValueError("the model is not fitted; call fit(sketch) first")
+        if getattr(self, "schema_", None) is not None:
+            # rows in the table's own units and labels, read through the sketch's schema
+            return self.schema_.encode_rows(X, self.feature_names_in_)
+        if hasattr(X, "columns") and not isinstance(X, np.ndarray):  # a frame: columns by name
+            missing = [c for c in self.feature_names_in_ if c not in list(X.columns)]
+            if missing:
+                raise ValueError(f"the rows lack columns {missing} (the model reads {self.feature_names_in_})")
+            X = X[self.feature_names_in_]
+            X = X.to_numpy() if hasattr(X, "to_numpy") else X
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1 and self.coef_.size == 1:
             X = X[:, None]
@@ -180,14 +192,14 @@ class LogisticRegression(_SketchRegressor):
         Z, t, w, j = self._design(est)
         values = np.unique(t)
         if values.size == 2:
-            self.classes_ = values
+            self.classes_ = self._labels(values, j)
             y = (t == values[1]).astype(np.float64)
         elif values.size == 1 or est.upper[j] == est.lower[j]:
             raise ValueError("the target column has a single value; nothing to classify")
         elif j in est.discrete:
             raise ValueError(f"the target column has {values.size} classes; LogisticRegression is binary")
         else:  # continuous prior on the label column: soft labels in [0, 1]
-            self.classes_ = np.array([est.lower[j], est.upper[j]])
+            self.classes_ = self._labels(np.array([est.lower[j], est.upper[j]]), j)
             y = (t - est.lower[j]) / (est.upper[j] - est.lower[j])
         pen = self._penalty(Z.shape[1])
 
@@ -204,8 +216,18 @@ class LogisticRegression(_SketchRegressor):
         self._set_coef(res.x)
         return self
 
+    def _labels(self, values: np.ndarray, j: int) -> np.ndarray:
+        """The target's two class values in the table's labels (with a schema) or as they are."""
+        if self.schema_ is None:
+            return values
+        U = np.zeros((values.size, len(self.schema_)))
+        U[:, j] = values
+        return np.array(self.schema_.decode(U).get_column(self.schema_.columns[j]).to_list(), dtype=object)
+
     def predict_proba(self, X: Any) -> np.ndarray:
-        """``(n, 2)`` probabilities of ``classes_[0]`` and ``classes_[1]``."""
+        """``(n, 2)`` probabilities of ``classes_[0]`` and ``classes_[1]``. ``X``: rows in the
+        table's units and labels for a schema sketch (a DataFrame with the feature columns, or an
+        array of them in order), else an ``(n, features)`` array."""
         p = scipy.special.expit(self.decision_function(X))
         return np.column_stack([1 - p, p])
 
@@ -247,8 +269,13 @@ class SketchLinearRegression(_SketchRegressor):
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted target values."""
-        return self.decision_function(X)
+        """Predicted target values (in the target's units for a schema sketch, whose rows are
+        read in the table's units and labels)."""
+        y = self.decision_function(X)
+        if self.schema_ is None:
+            return y
+        name = self.schema_.columns[self.target_index_]
+        return self.schema_.from_unit(name, y) if isinstance(self.schema_[name], Numeric) else y
 
 
 def _measures_jointly(fm: FeatureMap, j: int) -> bool:

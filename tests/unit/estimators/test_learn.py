@@ -176,3 +176,57 @@ def test_logistic_regression_from_pairwise_marginals(classification):
     clf = dps.LogisticRegression().fit(sk)
     assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.03
     assert np.sign(clf.coef_[:2]).tolist() == [1.0, -1.0]
+
+
+# -- a schema sketch reads rows in the table's own units and labels (issue 39, item 1) ----------
+@pytest.fixture(scope="module")
+def mixed():
+    import polars as pl
+
+    rng = np.random.default_rng(3)
+    n = 30_000
+    income = rng.lognormal(3.0, 0.8, n).clip(0, 500)
+    region = rng.choice(["north", "south", "east"], n)
+    age = rng.integers(18, 80, n)
+    logit = 1.5 * np.log1p(income) - 5.0 + (region == "south") * 1.0 + 0.02 * (age - 50)
+    bought = np.where(rng.uniform(size=n) < 1 / (1 + np.exp(-logit)), "yes", "no")
+    frame = pl.DataFrame({"income": income, "region": region, "age": age, "bought": bought})
+    schema = dps.Schema(
+        {
+            "income": dps.Numeric(0, 500, scale="log"),
+            "region": ["north", "south", "east"],
+            "age": dps.Numeric(18, 80, integer=True),
+            "bought": ["no", "yes"],
+        }
+    )
+    return frame.head(25_000), frame.tail(5_000), schema
+
+
+def test_a_schema_model_predicts_raw_rows_in_the_tables_units(mixed):
+    import polars as pl
+
+    train, test, schema = mixed
+    sk = dps.release_sketch(train, schema=schema, epsilon=1.0, pairs="all")
+    clf = dps.LogisticRegression(target="bought").fit(sk)
+    assert clf.classes_.tolist() == ["no", "yes"]
+    y = (test["bought"] == "yes").to_numpy().astype(int)
+    p_raw = clf.predict_proba(test)[:, 1]  # a Polars frame with the target still in it
+    assert auc(y, p_raw) > 0.75
+    # the same rows as pandas, as an array of the features in order, and hand-encoded: alike
+    assert np.allclose(clf.predict_proba(test.to_pandas())[:, 1], p_raw)
+    features = test.select(clf.feature_names_in_).rows()
+    assert np.allclose(clf.predict_proba(features)[:, 1], p_raw)
+    assert set(clf.predict(test.head(50)).tolist()) <= {"no", "yes"}
+    with pytest.raises(ValueError, match=r"the rows lack columns \['region'\]"):
+        clf.predict(test.drop("region"))
+    with pytest.raises(ValueError, match=r"columns \['region'\] hold values that are not among"):
+        clf.predict(test.head(3).with_columns(pl.lit("west").alias("region")))
+
+
+def test_a_schema_regression_predicts_in_the_targets_units(mixed):
+    train, test, schema = mixed
+    sk = dps.release_sketch(train, schema=schema, epsilon=2.0, pairs="all")
+    reg = dps.SketchLinearRegression(target="age").fit(sk)
+    pred = reg.predict(test)
+    assert pred.shape == (test.height,) and 18 - 5 <= pred.mean() <= 80 + 5
+    assert abs(pred.mean() - test["age"].mean()) < 5  # years, not a 0–1 coordinate
