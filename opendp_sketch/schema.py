@@ -231,11 +231,69 @@ def _column(name: str, spec: Any) -> Column:
     )
 
 
+#: the keys each column type's spec may hold (anything else is refused, naming the closest)
+_COLUMN_KEYS = {
+    "numeric": ("type", "range", "integer", "impute", "scale"),
+    "categorical": ("type", "labels", "null"),
+    "boolean": ("type", "null"),
+}
+#: the keys a schema's JSON/dict may hold at the top level
+_SCHEMA_KEYS = ("columns", "order", "rows")
+
+
+def _check_keys(keys: Iterable[Any], allowed: Sequence[str], where: str) -> None:
+    """Refuse keys outside ``allowed`` before anything is built, naming each and its closest
+    valid spelling (a misspelt key would otherwise be ignored while the budget is spent).
+
+    >>> _check_keys(["type", "range", "integr"], _COLUMN_KEYS["numeric"], "column 'age'")
+    Traceback (most recent call last):
+    ...
+    ValueError: column 'age': unknown key 'integr': did you mean 'integer'? (valid keys: type, range, integer, impute, scale)
+    """
+    import difflib
+
+    for key in keys:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
+            hint = f": did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{where}: unknown key {key!r}{hint} (valid keys: {', '.join(allowed)})")
+
+
+def _named_column(name: str, spec: Any) -> Column:
+    """:func:`_column`, every refusal naming the column."""
+    try:
+        return _column(name, spec)
+    except ValueError as e:
+        if str(e).startswith("column "):
+            raise
+        raise ValueError(f"column {name!r}: {e}") from None
+
+
 def _column_from_dict(name: str, spec: dict[str, Any]) -> Column:
     kind = spec.get("type")
+    if kind in _COLUMN_KEYS:
+        _check_keys(spec, _COLUMN_KEYS[kind], f"column {name!r}")
+    elif "type" not in spec:
+        import difflib
+
+        near = [k for k in spec if difflib.get_close_matches(str(k), ["type"], n=1, cutoff=0.5)]
+        hint = f" (is {near[0]!r} a misspelt 'type'?)" if near else ""
+        raise ValueError(
+            f"column {name!r}: a dict spec needs \"type\": 'numeric', 'categorical' or 'boolean'{hint}"
+        )
+    else:
+        import difflib
+
+        close = difflib.get_close_matches(str(kind), list(_COLUMN_KEYS), n=1, cutoff=0.5)
+        hint = f": did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"column {name!r}: type ({kind!r}) must be 'numeric', 'categorical' or 'boolean'{hint}"
+        )
     try:
         if kind == "numeric":
             lo, hi = spec["range"]
+            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not lo < hi:
+                raise ValueError(f"column {name!r}: range [{lo}, {hi}] must have lower < upper")
             return Numeric(
                 lo,
                 hi,
@@ -280,7 +338,7 @@ class Schema:
     def __init__(self, columns: Mapping[str, Any], rows: int | None = None) -> None:
         if not isinstance(columns, Mapping) or not columns:
             raise ValueError("columns must be a non-empty mapping {name: spec}")
-        self._columns: dict[str, Column] = {str(n): _column(str(n), s) for n, s in columns.items()}
+        self._columns: dict[str, Column] = {str(n): _named_column(str(n), s) for n, s in columns.items()}
         if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
             raise ValueError(
                 f"rows ({rows!r}) must be a positive integer: a public estimate of the row count"
@@ -374,6 +432,8 @@ class Schema:
         >>> Schema.from_dict({"columns": {"x": [0, 10], "c": {"type": "categorical", "labels": ["a"]}}}).columns
         ['x', 'c']
         """
+        if isinstance(spec, dict):
+            _check_keys(spec, _SCHEMA_KEYS, "schema")
         cols = spec.get("columns") if isinstance(spec, dict) else None
         if not isinstance(cols, dict) or not cols:
             raise ValueError('a schema must be {"columns": {"name": spec, ...}} with at least one column')

@@ -134,7 +134,7 @@ def test_release_rff_and_query_a_density(table, capsys):
         ({"columns": {"age": [18, 90], "city": [0, 1]}}, [], "columns ['city'] contain nulls (or NaN, or text that is not a number)"),
         ({"columns": {"age": [18]}}, [], "column 'age' needs public bounds"),
         ({"columns": {"age": [False, True]}}, [], "column 'age' needs public bounds"),
-        ({"cols": {}}, [], "a schema must be"),
+        ({"cols": {}}, [], "schema: unknown key 'cols': did you mean 'columns'"),
         ({"columns": {"age": [18, 90], "income": [0, 200000]}}, ["--epsilon", "-1"], "epsilon"),
     ],
 )

@@ -526,3 +526,46 @@ def test_release_with_every_pair_spends_its_budget_and_records_the_map():
             epsilon=0.5,
             pairs="none",
         )
+
+
+# -- a strict schema: unknown keys refused before any data is read (issue 39, item 4) ------------
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"columns": {"a": {"type": "numeric", "range": [0, 1], "integr": True}}}, "'integr': did you mean 'integer'"),
+        ({"columns": {"a": {"type": "numeric", "range": [0, 1], "scael": "log"}}}, "'scael': did you mean 'scale'"),
+        ({"columns": {"a": {"type": "categorical", "labels": ["x"], "nul": "category"}}}, "'nul': did you mean 'null'"),
+        ({"columns": {"a": {"type": "boolean", "labels": ["x"]}}}, "column 'a': unknown key 'labels'"),
+        ({"columns": {"a": [0, 1]}, "rwos": 100}, "schema: unknown key 'rwos': did you mean 'rows'"),
+        ({"columns": {"a": {"type": "numerc", "range": [0, 1]}}}, "did you mean 'numeric'"),
+        ({"columns": {"a": {"tpye": "numeric", "range": [0, 1]}}}, "'tpye' a misspelt 'type'"),
+        ({"columns": {"a": {"type": "numeric", "range": [5, 1]}}}, r"column 'a': range \[5, 1\] must have lower < upper"),
+    ],
+)
+def test_a_misspelt_or_reversed_schema_is_refused_naming_the_key(spec, message, tmp_path):
+    import json
+
+    with pytest.raises(ValueError, match=message):
+        dps.Schema.from_dict(spec)
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match=message):
+        dps.Schema.from_json(path)
+
+
+def test_a_misspelt_key_is_refused_before_the_budget_is_spent(tmp_path, capsys):
+    import json
+
+    from opendp_sketch.cli import main
+
+    data = tmp_path / "t.csv"
+    pl.DataFrame({"a": [1, 2, 3]}).write_csv(data)
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"columns": {"a": {"type": "numeric", "range": [0, 5], "integr": True}}}))
+    out = tmp_path / "o.sketch"
+    assert main(["release", str(data), "--schema", str(schema), "--epsilon", "1", "--out", str(out)]) == 2
+    assert "did you mean 'integer'" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(ValueError, match=r"column 'a': range \(5, 1\) must have lower < upper"):
+        dps.Schema({"a": (5, 1)})
+    with pytest.raises(ValueError, match="did you mean 'integer'"):
+        dps.Schema({"a": {"type": "numeric", "range": [0, 1], "integr": True}})
