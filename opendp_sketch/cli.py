@@ -358,6 +358,21 @@ def _parse_points(text: str, where: str = "points") -> list[float]:
     return values
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float as ``None`` (JSON has no NaN or infinity).
+
+    >>> _json_safe([{"value": float("nan"), "point": [1.0, float("inf")]}])
+    [{'value': None, 'point': [1.0, None]}]
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def _sketch_schema(sk: Any) -> Any:
     """The public schema a sketch file records, or None."""
     from .schema import Schema
@@ -640,8 +655,8 @@ def _query(args: argparse.Namespace) -> int:
             rows.append({"query": "kmeans", "column": f"cluster {j}", "point": list(c), "value": float(w)})
     keys = list(dict.fromkeys(k for r in rows for k in r))
     rows = [{k: r.get(k) for k in keys} for r in rows]
-    if args.format == "json":
-        print(json.dumps(rows))
+    if args.format == "json":  # valid JSON: a NaN (no answer) is null
+        print(json.dumps(_json_safe(rows), allow_nan=False))
     elif args.format == "csv":
         print(
             pl.DataFrame(

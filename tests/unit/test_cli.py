@@ -20,8 +20,15 @@ def test_demo_runs_and_reports_budget(capsys, tmp_path):
     assert sk.column_names == ["age", "income_k", "hours", "sector"] and sk.schema is not None
     # the saved sketch answers in the demo's units (the old demo saved unit-scaled sketches)
     assert main(["query", str(tmp_path / "demo.sketch"), "--mean", "--format", "json"]) == 0
-    means = {r["column"]: r["value"] for r in json.loads(capsys.readouterr().out)}
+    text = capsys.readouterr().out
+
+    def no_constants(name):
+        raise AssertionError(f"invalid JSON: {name}")
+
+    rows = json.loads(text, parse_constant=no_constants)  # strict JSON: no NaN, Infinity
+    means = {r["column"]: r["value"] for r in rows}
     assert 30 < means["age"] < 55 and 40 < means["income_k"] < 90
+    assert means["sector"] is None  # the mean of a categorical column: no answer, JSON null
 
 
 def test_inspect_prints_json_of_a_sketch(capsys, tmp_path):
