@@ -28,7 +28,24 @@ def test_demo_runs_and_reports_budget(capsys, tmp_path):
     rows = json.loads(text, parse_constant=no_constants)  # strict JSON: no NaN, Infinity
     means = {r["column"]: r["value"] for r in rows}
     assert 30 < means["age"] < 55 and 40 < means["income_k"] < 90
-    assert means["sector"] is None  # the mean of a categorical column: no answer, JSON null
+
+
+
+def test_query_json_is_strict_json_when_an_answer_is_nan(tmp_path, capsys, monkeypatch):
+    """An answer with no value (NaN) is written as null: json.dumps' default writes NaN, which
+    JSON parsers other than Python's refuse."""
+    assert main(["demo", "--n", "2000", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    from opendp_sketch.estimators.m2m import M2M
+
+    monkeypatch.setattr(M2M, "quantile", lambda self, col, levels, **k: np.full(len(levels), np.nan))
+    assert main(["query", str(tmp_path / "demo.sketch"), "--quantile", "age=0.5,0.9", "--format", "json"]) == 0
+
+    def no_constants(name):
+        raise AssertionError(f"invalid JSON: {name}")
+
+    rows = json.loads(capsys.readouterr().out, parse_constant=no_constants)
+    assert rows and all(r["value"] is None for r in rows)
 
 
 def test_inspect_prints_json_of_a_sketch(capsys, tmp_path):
