@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import io
 import json
 import math
 import os
@@ -967,9 +968,9 @@ def _stored_nonce(blob: Any) -> str | None:
     if blob is None:
         return None
     try:
-        from .session import sketch_from_bytes
+        from .sketch import Sketch
 
-        found = sketch_from_bytes(bytes(blob)).privacy.get("ledger")
+        found = Sketch.load(io.BytesIO(bytes(blob))).privacy.get("ledger")  # type: ignore[arg-type]
         return str(found["nonce"]) if isinstance(found, dict) else None
     except Exception:  # noqa: BLE001 - unreadable bytes hold no nonce (verify reports them)
         return None
