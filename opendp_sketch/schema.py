@@ -608,58 +608,6 @@ class Schema:
                 exprs.append(_boolean_expr(name, dtype).alias(name))
         return exprs
 
-    def encode_rows(self, X: Any, columns: Sequence[str] | None = None) -> np.ndarray:
-        """Rows in the table's own units and labels → the coordinates of ``columns`` (default
-        every column), as a model fitted on a sketch of this schema reads them.
-
-        This is the analyst's side (no privacy is involved: the rows are theirs), so rows the
-        schema cannot read are refused rather than mapped: a missing column, a null in a column
-        without a null rule, a label that is not public, or text where a number is expected.
-
-        :param X: a Polars or pandas DataFrame (columns by name, others ignored), a PyArrow
-            table, or a 2-D array whose columns are ``columns`` in order (or every schema column)
-        :raises ValueError: naming the columns and the fix (never a value)
-        :example:
-
-        >>> s = Schema({"age": (18, 90), "cut": ["Fair", "Ideal"], "y": ["no", "yes"]})
-        >>> s.encode_rows(pl.DataFrame({"age": [18, 54], "cut": ["Ideal", "Fair"]}), ["age", "cut"]).tolist()
-        [[0.0, 1.0], [0.5, 0.0]]
-        >>> s.encode_rows([[90, "Fair"]], ["age", "cut"]).tolist()
-        [[1.0, 0.0]]
-        >>> s.encode_rows(pl.DataFrame({"age": [20]}), ["age", "cut"])
-        Traceback (most recent call last):
-        ...
-        ValueError: the rows lack columns ['cut'] (the model reads ['age', 'cut'])
-        """
-        from .tables import as_frame
-
-        names = list(self._columns) if columns is None else [str(c) for c in columns]
-        unknown = [c for c in names if c not in self._columns]
-        if unknown:
-            raise ValueError(f"columns {unknown} are not in the schema ({list(self._columns)})")
-        if isinstance(X, (list, tuple)) or (isinstance(X, np.ndarray)):
-            arr = np.asarray(X, dtype=object)
-            if arr.ndim == 1 and len(names) == 1:
-                arr = arr[:, None]
-            if arr.ndim != 2 or arr.shape[1] not in (len(names), len(self._columns)):
-                raise ValueError(
-                    f"an array of rows must have {len(names)} columns ({names}) or one per schema column "
-                    f"({len(self._columns)}), got shape {arr.shape}; or pass a DataFrame with the columns by name"
-                )
-            order = names if arr.shape[1] == len(names) else list(self._columns)
-            frame = as_frame(arr, order).collect()
-        else:
-            frame = as_frame(X).collect()
-        missing = [c for c in names if c not in frame.columns]
-        if missing:
-            raise ValueError(f"the rows lack columns {missing} (the model reads {names})")
-        rest = [pl.lit(None).alias(c) for c in self._columns if c not in names]
-        frame = frame.select([pl.col(c) for c in names] + rest).select(list(self._columns))
-        part = Schema({c: self._columns[c] for c in names})
-        part.refuse(part.problems(frame.select(names)))
-        index = [list(self._columns).index(c) for c in names]
-        return self.encode(frame)[:, index]
-
     def decode(self, U: Any) -> pl.DataFrame:
         """Encoded points back to user units and labels (Float64, Int64 for integer columns,
         Enum of the public labels, Boolean).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from .streaming import (
 )
 from .transformations import I64_MAX, check_source_arguments, pair_transformation
 
-__all__ = ["as_frame", "table_domain", "make_table_sum_and_count"]
+__all__ = ["as_frame", "encode_rows", "table_domain", "make_table_sum_and_count"]
 
 
 def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False) -> pl.LazyFrame:
@@ -269,6 +269,58 @@ def _value_text(v: Any) -> str | None:
         return None
     text = str(v)
     return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def encode_rows(schema: Schema, X: Any, columns: Sequence[str] | None = None) -> np.ndarray:
+    """Rows in the table's own units and labels → the coordinates of ``columns`` (default
+    every column), as a model fitted on a sketch of this schema reads them.
+
+    This is the analyst's side (no privacy is involved: the rows are theirs), so rows the
+    schema cannot read are refused rather than mapped: a missing column, a null in a column
+    without a null rule, a label that is not public, or text where a number is expected.
+
+    :param X: a Polars or pandas DataFrame (columns by name, others ignored), a PyArrow
+        table, or a 2-D array whose columns are ``columns`` in order (or every schema column)
+    :raises ValueError: naming the columns and the fix (never a value)
+    :example:
+
+    >>> import polars as pl, opendp_sketch as dps
+    >>> s = dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"], "y": ["no", "yes"]})
+    >>> encode_rows(s, pl.DataFrame({"age": [18, 54], "cut": ["Ideal", "Fair"]}), ["age", "cut"]).tolist()
+    [[0.0, 1.0], [0.5, 0.0]]
+    >>> encode_rows(s, [[90, "Fair"]], ["age", "cut"]).tolist()
+    [[1.0, 0.0]]
+    >>> encode_rows(s, pl.DataFrame({"age": [20]}), ["age", "cut"])
+    Traceback (most recent call last):
+    ...
+    ValueError: the rows lack columns ['cut'] (the model reads ['age', 'cut'])
+    """
+    names = schema.columns if columns is None else [str(c) for c in columns]
+    unknown = [c for c in names if c not in schema.columns]
+    if unknown:
+        raise ValueError(f"columns {unknown} are not in the schema ({schema.columns})")
+    if isinstance(X, (list, tuple)) or (isinstance(X, np.ndarray)):
+        arr = np.asarray(X, dtype=object)
+        if arr.ndim == 1 and len(names) == 1:
+            arr = arr[:, None]
+        if arr.ndim != 2 or arr.shape[1] not in (len(names), len(schema)):
+            raise ValueError(
+                f"an array of rows must have {len(names)} columns ({names}) or one per schema column "
+                f"({len(schema)}), got shape {arr.shape}; or pass a DataFrame with the columns by name"
+            )
+        order = names if arr.shape[1] == len(names) else schema.columns
+        frame = as_frame(arr, order).collect()
+    else:
+        frame = as_frame(X).collect()
+    missing = [c for c in names if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the rows lack columns {missing} (the model reads {names})")
+    rest = [pl.lit(None).alias(c) for c in schema.columns if c not in names]
+    frame = frame.select([pl.col(c) for c in names] + rest).select(schema.columns)
+    part = Schema({c: schema[c] for c in names})
+    part.refuse(part.problems(frame.select(names)))
+    index = [schema.columns.index(c) for c in names]
+    return schema.encode(frame)[:, index]
 
 
 def _is_table(x: Any) -> bool:

@@ -22,6 +22,7 @@ from ..features.composite import Composite
 from ..features.histogram import DyadicTrees, Histogram
 from ..features.marginals import Marginals
 from ..schema import Numeric
+from ..tables import encode_rows
 from ..sketch import Sketch
 from .m2m import M2M, default_column_names
 
@@ -116,7 +117,7 @@ class _SketchRegressor:
             raise ValueError("the model is not fitted; call fit(sketch) first")
         if getattr(self, "schema_", None) is not None:
             # rows in the table's own units and labels, read through the sketch's schema
-            return self.schema_.encode_rows(X, self.feature_names_in_)
+            return encode_rows(self.schema_, X, self.feature_names_in_)
         if hasattr(X, "columns") and not isinstance(X, np.ndarray):  # a frame: columns by name
             missing = [c for c in self.feature_names_in_ if c not in list(X.columns)]
             if missing:
