@@ -39,7 +39,9 @@ from ..features.base import FeatureMap
 from ..features.rff import RFF, QuantizedRFF
 from ..features.subsampled import SubsampledRFF
 from ..planning import noise_to_signal
+from ..schema import Schema
 from ..sketch import Sketch
+from ..tables import encode_rows
 
 __all__ = [
     "CompressiveKMeans",
@@ -583,6 +585,8 @@ class _CompressiveMixture:
     def _fit(self, sketch: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, float]:
         k = self._check_options()
         sketch = _check_sketch(sketch, self._who)
+        #: the sketch's public schema (``None`` without one): rows are then read in its units
+        self.schema_ = None if sketch.schema is None else Schema.from_dict(sketch.schema)
         atoms = _atoms_of(sketch.feature_map, self._who)
         lo, hi = _check_box(self.bounds, sketch, self._who)
         d = lo.shape[0]
@@ -634,6 +638,13 @@ class _CompressiveMixture:
             weights[order],
             res / max(float(np.linalg.norm(z)), 1e-300),
         )
+
+
+def _rows(model: Any, X: Any) -> Any:
+    """``X`` as the model's coordinates: rows in the table's units and labels read through a
+    schema sketch's schema, else as given."""
+    schema = getattr(model, "schema_", None)
+    return X if schema is None else encode_rows(schema, X)
 
 
 def _nearest(X: Any, centres: np.ndarray, who: str) -> np.ndarray:
@@ -702,13 +713,19 @@ class CompressiveKMeans(_CompressiveMixture):
         C, _, w, res = self._fit(sketch)
         self.cluster_centers_, self.weights_, self.residual_ = C, w, res
         self.n_features_in_ = C.shape[1]
+        if self.schema_ is not None:
+            #: the centres in the table's units and labels (a schema sketch's ``cluster_centers_``
+            #: are its unit-free coordinates)
+            self.centers_ = self.schema_.decode(C)
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        """Index of the nearest centre for each row of ``X`` (public or the curator's own data)."""
+        """Index of the nearest centre for each row of ``X`` (public or the curator's own data;
+        for a schema sketch, rows in the table's units and labels: a DataFrame or an array of
+        every schema column in order)."""
         if not hasattr(self, "cluster_centers_"):
             raise ValueError("CompressiveKMeans is not fitted: call fit(sketch) first")
-        return _nearest(X, self.cluster_centers_, "CompressiveKMeans.predict")
+        return _nearest(_rows(self, X), self.cluster_centers_, "CompressiveKMeans.predict")
 
 
 def compressive_kmeans(
@@ -780,7 +797,7 @@ class CompressiveGMM(_CompressiveMixture):
     def _log_joint(self, X: Any) -> np.ndarray:
         if not hasattr(self, "means_"):
             raise ValueError("CompressiveGMM is not fitted: call fit(sketch) first")
-        X = np.asarray(X, dtype=np.float64)
+        X = np.asarray(_rows(self, X), dtype=np.float64)
         d = self.means_.shape[1]
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(f"CompressiveGMM: X must have shape (n, {d}), got {X.shape}")

@@ -37,7 +37,9 @@ import scipy.optimize
 
 from ..features.base import single_threaded_blas
 from ..features.moments import RandomQuadratic
+from ..schema import Schema
 from ..sketch import Sketch
+from ..tables import encode_rows
 
 __all__ = ["CompressivePCA", "compressive_pca"]
 
@@ -167,6 +169,8 @@ class CompressivePCA:
             unknown method, or a non-positive noisy count
         """
         fm, k, method = self._check(sketch)
+        #: the sketch's public schema (``None`` without one): ``transform`` then reads rows in its units
+        self.schema_ = None if sketch.schema is None else Schema.from_dict(sketch.schema)
         d = fm.dim
         z = sketch.mean
         omega = fm.projections
@@ -224,6 +228,9 @@ class CompressivePCA:
     def _check_X(self, X: Any) -> np.ndarray:
         if not hasattr(self, "components_"):
             raise ValueError("CompressivePCA is not fitted: call fit(sketch) first")
+        schema = getattr(self, "schema_", None)
+        if schema is not None:  # rows in the table's units and labels
+            X = encode_rows(schema, X)
         X = np.asarray(X, dtype=np.float64)
         d = self.n_features_in_
         if X.ndim != 2 or X.shape[1] != d:

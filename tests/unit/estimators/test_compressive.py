@@ -203,3 +203,24 @@ def test_kmeans_from_a_subsampled_release_matches_the_full_map():
     sk = dps.release_sketch(X, fm, bounds=BOX, epsilon=1.0)
     km = dps.CompressiveKMeans(3).fit(sk)
     assert _match(km.cluster_centers_, CENTRES) < 0.2
+
+
+def test_kmeans_on_a_schema_sketch_reads_raw_rows_and_gives_centres_in_user_units():
+    """Issue 39, item 1: rows in the table's own units in, centres in them out."""
+    import polars as pl
+
+    rng = np.random.default_rng(5)
+    centres = np.array([[20.0, 30_000.0], [60.0, 90_000.0]])
+    X = np.vstack([c + rng.normal(0, [3.0, 4_000.0], (6_000, 2)) for c in centres])
+    frame = pl.DataFrame({"age": X[:, 0], "income": X[:, 1]})
+    schema = dps.Schema({"age": (0, 100), "income": (0, 120_000)})
+    fm = dps.RFF(dim=2, num_features=300, bandwidth=0.2, seed=1)
+    sk = dps.release_sketch(frame, fm, schema=schema, epsilon=5.0)
+    km = dps.CompressiveKMeans(2, n_restarts=3).fit(sk)
+    found = np.sort(km.centers_.to_numpy(), axis=0)
+    assert np.allclose(found, centres, rtol=0.1), found
+    labels = km.predict(frame)  # raw rows, in years and dollars
+    assert labels.shape == (12_000,) and len(set(labels[:6_000].tolist())) == 1
+    assert labels[0] != labels[-1]
+    with pytest.raises(ValueError, match=r"the rows lack columns \['income'\]"):
+        km.predict(frame.select("age"))
