@@ -848,8 +848,22 @@ def release_sketch(
     :raises ValueError: on bad parameters or data (nothing is released)
     :example:
 
-    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    A mixed-type table under a public schema, then analyses in its own units and labels:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
     >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> rng = np.random.default_rng(0)
+    >>> table = pl.DataFrame({"age": rng.integers(18, 90, 5000), "cut": rng.choice(["Fair", "Ideal"], 5000)})
+    >>> schema = dps.Schema({"age": dps.Numeric(18, 90, integer=True), "cut": ["Fair", "Ideal"]})
+    >>> sk = dps.release_sketch(table, schema=schema, epsilon=1.0)
+    >>> sk.privacy["epsilon"], sk.column_names
+    (1.0, ['age', 'cut'])
+    >>> est = dps.M2M(sk)
+    >>> bool(45 < est.mean()[0] < 63), sorted(est.shares("cut")["cut"].to_list())
+    (True, ['Fair', 'Ideal'])
+
+    A numeric array in a public box, with a map of your choice:
+
     >>> X = np.random.default_rng(0).uniform(0, 1, size=(1000, 2))
     >>> sk = dps.release_sketch(X, dps.Histogram(bounds=(0, 1), bins=4, dim=2),
     ...                         bounds=(0, 1), epsilon=1.0)
