@@ -898,6 +898,10 @@ def release_sketch(
 
     if isinstance(data, (str, os.PathLike)):
         data = scan(data)
+    elif type(data).__module__.split(".")[0] in ("pandas", "pyarrow"):  # as Polars, by name
+        from .tables import as_frame
+
+        data = as_frame(data).collect()
     import polars as pl
 
     if isinstance(data, pl.LazyFrame):

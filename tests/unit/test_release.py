@@ -624,3 +624,18 @@ def test_an_impute_value_outside_the_public_range_is_refused():
     with pytest.raises(ValueError, match="must lie inside the public bounds"):
         dps.frame_box_domain((950.0, 1060.0), ["p"], impute=0)
     assert isinstance(dps.release_sketch(X, fm, (950.0, 1060.0), epsilon=1.0, impute=1000.0), dps.Sketch)
+
+
+def test_pandas_and_arrow_tables_release_on_the_box_path_by_column_name():
+    """Issue 39, item 9: pandas (and PyArrow) tables are read as Polars is, columns by name."""
+    import pandas as pd
+    import pyarrow as pa
+
+    rng = np.random.default_rng(9)
+    df = pd.DataFrame({"a": rng.uniform(0, 1, 400), "b": rng.uniform(0, 1, 400), "note": ["x"] * 400})
+    fm = dps.Histogram(bounds=(0, 1), bins=4, dim=2)
+    for data in (df, pa.Table.from_pandas(df)):
+        sk = dps.release_sketch(data, fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b"])
+        assert sk.column_names == ["a", "b"]
+    with pytest.raises(ValueError, match=r"columns \['note'\] must be numeric"):
+        dps.release_sketch(df, dps.Histogram(bounds=(0, 1), bins=4, dim=3), bounds=(0, 1), epsilon=1.0)
