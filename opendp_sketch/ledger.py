@@ -389,7 +389,9 @@ def _audit(
         problems += trouble
         kept = (heads or {}).get(ds)
         if kept is None:
-            problems.append(f"{where}: it is missing from the ledger's signed heads: the meta table was modified")
+            problems.append(
+                f"{where}: it is missing from the ledger's signed heads: the meta table was modified"
+            )
         elif kept != [count, prev]:
             problems.append(
                 f"{where}: the ledger's signed heads record {kept[0]} release(s) ending in {kept[1][:12]}…, "
@@ -554,7 +556,9 @@ class Ledger:
         :raises LedgerError: if the file has signed datasets and this connection has no key, or an
             audit finds a problem
         """
-        signed = [r[0] for r in con.execute("SELECT dataset_id FROM datasets WHERE signed = 1 ORDER BY dataset_id")]
+        signed = [
+            r[0] for r in con.execute("SELECT dataset_id FROM datasets WHERE signed = 1 ORDER BY dataset_id")
+        ]
         if signed and self._key is None:
             raise LedgerError(
                 f"{self.path}: a version-2 ledger with signed datasets ({signed}); open it once with its key "
@@ -930,7 +934,9 @@ def verify_ledger(
                 f"upgrade it to version {_VERSION}"
             )
         else:
-            names = [r[0] for r in con.execute("SELECT dataset_id FROM datasets ORDER BY dataset_id").fetchall()]
+            names = [
+                r[0] for r in con.execute("SELECT dataset_id FROM datasets ORDER BY dataset_id").fetchall()
+            ]
             for ds in names:
                 out["datasets"][ds] = _verify_dataset(con, ds, secret)
                 out["problems"] += out["datasets"][ds]["problems"]
@@ -938,7 +944,9 @@ def verify_ledger(
                 heads, trouble = _read_heads(con, secret)
                 out["problems"] += trouble
                 if heads is None:
-                    out["problems"].append("the ledger's signed heads are missing: the meta table was modified")
+                    out["problems"].append(
+                        "the ledger's signed heads are missing: the meta table was modified"
+                    )
                 for ds in sorted(set(heads or {}) - set(names)):
                     out["problems"].append(
                         f"dataset {ds!r} is in the ledger's signed heads ({(heads or {})[ds][0]} release(s)) but "
@@ -990,7 +998,9 @@ def _check_witnesses(con: sqlite3.Connection, witnesses: Any, key: bytes | None)
             ds, after, head, nonce = str(w["dataset"]), int(w["after"]), str(w["head"]), str(w["nonce"])
             mac = w.get("mac")
         except (TypeError, KeyError, ValueError):
-            problems.append(f"{label}: not a ledger witness (a sketch released by a signed Session carries one)")
+            problems.append(
+                f"{label}: not a ledger witness (a sketch released by a signed Session carries one)"
+            )
             continue
         if key is None or not signature_matches(key, _witness_message(ds, after, head, nonce), mac):
             problems.append(f"{label}: its signature does not match the key")

@@ -95,7 +95,9 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
         if hasattr(data, "read_all"):  # a RecordBatchReader
             data = data.read_all()
         if hasattr(data, "column_names"):  # a Table or a RecordBatch: column by column
-            return pl.DataFrame([_arrow_column(str(n), data.column(i)) for i, n in enumerate(data.column_names)]).lazy()
+            return pl.DataFrame(
+                [_arrow_column(str(n), data.column(i)) for i, n in enumerate(data.column_names)]
+            ).lazy()
         return _arrow_column("", data).to_frame().lazy()
     raise ValueError(
         "data must be a numpy array, a Polars DataFrame/LazyFrame, a pandas DataFrame, a PyArrow "
@@ -126,7 +128,9 @@ def _dataset_frame(dataset: Any) -> pl.LazyFrame:
                 cols = {n: _arrow_column(n, batch.column(batch.schema.get_field_index(n))) for n in present}
                 frame = pl.DataFrame(
                     [
-                        _text_series(cols[n]) if n in cols else pl.Series(n, [None] * batch.num_rows, pl.String)
+                        _text_series(cols[n])
+                        if n in cols
+                        else pl.Series(n, [None] * batch.num_rows, pl.String)
                         for n in wanted
                     ]
                 )
@@ -146,10 +150,19 @@ def _text_series(s: pl.Series) -> pl.Series:
     """A series as text, value by value (temporal, nested and object values read as null)."""
     if s.dtype == pl.String:
         return s
-    if s.dtype.is_numeric() or s.dtype == pl.Boolean or s.dtype in (pl.Categorical,) or isinstance(s.dtype, pl.Enum):
+    if (
+        s.dtype.is_numeric()
+        or s.dtype == pl.Boolean
+        or s.dtype in (pl.Categorical,)
+        or isinstance(s.dtype, pl.Enum)
+    ):
         return s.cast(pl.String, strict=False)
     if s.dtype == pl.Binary:
-        return pl.Series(s.name, [None if b is None else bytes(b).decode("utf-8", "replace") for b in s.to_list()], pl.String)
+        return pl.Series(
+            s.name,
+            [None if b is None else bytes(b).decode("utf-8", "replace") for b in s.to_list()],
+            pl.String,
+        )
     return pl.Series(s.name, [None] * s.len(), dtype=pl.String)
 
 
@@ -196,7 +209,9 @@ def _pandas_column(name: str, s: Any) -> pl.Series:
         # a typed extension column (nullable numbers and booleans, strings, dates): Polars reads
         # it by its type; what it cannot read is read value by value below
         try:
-            return pl.from_pandas(s).alias(name)
+            read = pl.from_pandas(s)
+            if isinstance(read, pl.Series):
+                return read.alias(name)
         except Exception:  # noqa: BLE001 - value by value, as an object column
             pass
     return _object_text(s.to_numpy(dtype=object)).alias(name)

@@ -22,8 +22,8 @@ from ..features.composite import Composite
 from ..features.histogram import DyadicTrees, Histogram
 from ..features.marginals import Marginals
 from ..schema import Numeric
-from ..tables import encode_rows
 from ..sketch import Sketch
+from ..tables import encode_rows
 from .m2m import M2M, default_column_names
 
 __all__ = ["LogisticRegression", "SketchLinearRegression"]
@@ -115,13 +115,15 @@ class _SketchRegressor:
     def _check_X(self, X: Any) -> np.ndarray:
         if not hasattr(self, "coef_"):
             raise ValueError("the model is not fitted; call fit(sketch) first")
-        if getattr(self, "schema_", None) is not None:
-            # rows in the table's own units and labels, read through the sketch's schema
-            return encode_rows(self.schema_, X, self.feature_names_in_)
+        schema = getattr(self, "schema_", None)
+        if schema is not None:  # rows in the table's own units and labels, read through the schema
+            return encode_rows(schema, X, self.feature_names_in_)
         if hasattr(X, "columns") and not isinstance(X, np.ndarray):  # a frame: columns by name
             missing = [c for c in self.feature_names_in_ if c not in list(X.columns)]
             if missing:
-                raise ValueError(f"the rows lack columns {missing} (the model reads {self.feature_names_in_})")
+                raise ValueError(
+                    f"the rows lack columns {missing} (the model reads {self.feature_names_in_})"
+                )
             X = X[self.feature_names_in_]
             X = X.to_numpy() if hasattr(X, "to_numpy") else X
         X = np.asarray(X, dtype=np.float64)

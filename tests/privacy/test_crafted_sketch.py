@@ -38,7 +38,11 @@ def _craft(path, members: list[dict], stored: int = STORED, nest: int = 0) -> No
 
 def _rff(dim: int, features: int) -> dict:
     spec = dps.RFF(dim=2, num_features=16, bandwidth=0.5, seed=3).to_dict()
-    return {"kind": "RFF", "params": {**spec["params"], "dim": dim, "num_features": features}, "fingerprint": "x"}
+    return {
+        "kind": "RFF",
+        "params": {**spec["params"], "dim": dim, "num_features": features},
+        "fingerprint": "x",
+    }
 
 
 def _race(dim: int, rows: int, hashes: int) -> dict:

@@ -62,7 +62,9 @@ def test_an_older_copy_of_a_dataset_row_with_later_releases_deleted_is_caught(si
     sql(path, "DELETE FROM releases WHERE seq > 1")
     columns = [r[1] for r in sql(path, "PRAGMA table_info(datasets)")]
     sql(path, "DELETE FROM datasets WHERE dataset_id = 'ds'")
-    sql(path, f"INSERT INTO datasets ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", old_row)
+    sql(
+        path, f"INSERT INTO datasets ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", old_row
+    )
     assert verify_ledger(path)["ok"]  # without the key: every row is genuine, the chain consistent
     report = verify_ledger(path, key=KEY)
     assert not report["ok"]

@@ -159,14 +159,18 @@ def _kind_builders(tmp: str) -> dict:
 
     def ipc(df: pd.DataFrame) -> str:
         path = os.path.join(tmp, f"t{id(df)}.arrow")
-        feather.write_feather(pa.Table.from_pandas(df, preserve_index=False), path, compression="uncompressed")
+        feather.write_feather(
+            pa.Table.from_pandas(df, preserve_index=False), path, compression="uncompressed"
+        )
         return path
 
     def dataset(df: pd.DataFrame):
         """Two Parquet files, each with the types its own rows give it (the row in the second)."""
         folder = os.path.join(tmp, f"ds{id(df)}")
         os.makedirs(folder)
-        pq.write_table(pa.Table.from_pandas(df.iloc[:100], preserve_index=False), os.path.join(folder, "a.parquet"))
+        pq.write_table(
+            pa.Table.from_pandas(df.iloc[:100], preserve_index=False), os.path.join(folder, "a.parquet")
+        )
         pq.write_table(
             pa.Table.from_pandas(df.iloc[100:].reset_index(drop=True), preserve_index=False),
             os.path.join(folder, "b.parquet"),
@@ -212,7 +216,9 @@ def _table_sketch(domain: dp.Domain) -> tuple[dp.Measurement, dps.FeatureMap]:
 def _pair_selection(domain: dp.Domain) -> tuple[dp.Measurement, dps.FeatureMap]:
     full, measured = _schema_blocks(SCHEMA, epsilon=EPSILON, pairs="none")
     one_way = [i for i, b in enumerate(full.blocks) if len(b.subset) == 1]
-    meas, shape, _ = make_spanning_sketch(domain, dp.symmetric_distance(), Budget.of(epsilon=EPSILON), 1, full, one_way)
+    meas, shape, _ = make_spanning_sketch(
+        domain, dp.symmetric_distance(), Budget.of(epsilon=EPSILON), 1, full, one_way
+    )
     return meas, shape
 
 
@@ -401,7 +407,13 @@ def _dask_row_check(dask_kind, row: dict) -> None:
 
 
 def test_dask_one_malformed_row_is_a_non_event(dask_kind):
-    @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=8,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
     @given(row=ROWS)
     def run(row):
         _dask_row_check(dask_kind, row)
@@ -486,7 +498,13 @@ def _spark_row_check(spark_kind, row: dict) -> None:
 
 
 def test_spark_one_malformed_row_is_a_non_event(spark_kind):
-    @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=3,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
     @given(row=ROWS)
     def run(row):
         _spark_row_check(spark_kind, row)
@@ -496,7 +514,13 @@ def test_spark_one_malformed_row_is_a_non_event(spark_kind):
 
 @pytest.mark.slow
 def test_spark_one_malformed_row_is_a_non_event_fuzzed(spark_kind):
-    @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
     @given(row=ROWS)
     def run(row):
         _spark_row_check(spark_kind, row)
@@ -530,7 +554,13 @@ def _curator_check(built: dict, kind: str, row: object) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_curators_release_never_quotes_a_row(built, kind):
-    @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=6,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
     @given(row=_row_for(kind))
     def run(row):
         _curator_check(built, kind, row)
@@ -554,9 +584,25 @@ def test_the_cli_never_quotes_a_row(built, tmp_path, capsys):
 
     schema = tmp_path / "schema.json"
     SCHEMA.to_json(schema)
-    for line in (b"50,5'11\",Fair," + MARK.encode(), b'50,"' + MARK.encode() + b', 12,Fair,true', b"\xff" + MARK.encode()):
+    for line in (
+        b"50,5'11\",Fair," + MARK.encode(),
+        b'50,"' + MARK.encode() + b", 12,Fair,true",
+        b"\xff" + MARK.encode(),
+    ):
         path = _neighbour(built, "csv", line)
-        code = main(["release", path, "--schema", str(schema), "--epsilon", "1", "--out", str(tmp_path / "o.sketch"), "--force"])
+        code = main(
+            [
+                "release",
+                path,
+                "--schema",
+                str(schema),
+                "--epsilon",
+                "1",
+                "--out",
+                str(tmp_path / "o.sketch"),
+                "--force",
+            ]
+        )
         out = capsys.readouterr()
         assert code in (0, 1, 2)
         assert MARK not in out.out + out.err

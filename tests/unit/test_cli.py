@@ -30,7 +30,6 @@ def test_demo_runs_and_reports_budget(capsys, tmp_path):
     assert 30 < means["age"] < 55 and 40 < means["income_k"] < 90
 
 
-
 def test_query_json_is_strict_json_when_an_answer_is_nan(tmp_path, capsys, monkeypatch):
     """An answer with no value (NaN) is written as null: json.dumps' default writes NaN, which
     JSON parsers other than Python's refuse."""
@@ -39,7 +38,9 @@ def test_query_json_is_strict_json_when_an_answer_is_nan(tmp_path, capsys, monke
     from opendp_sketch.estimators.m2m import M2M
 
     monkeypatch.setattr(M2M, "quantile", lambda self, col, levels, **k: np.full(len(levels), np.nan))
-    assert main(["query", str(tmp_path / "demo.sketch"), "--quantile", "age=0.5,0.9", "--format", "json"]) == 0
+    assert (
+        main(["query", str(tmp_path / "demo.sketch"), "--quantile", "age=0.5,0.9", "--format", "json"]) == 0
+    )
 
     def no_constants(name):
         raise AssertionError(f"invalid JSON: {name}")
@@ -155,7 +156,11 @@ def test_release_rff_and_query_a_density(table, capsys):
     "schema, extra, message",
     [
         ({"columns": {"age": [18, 90], "zip": [0, 1]}}, [], "columns ['zip'] are not in the data"),
-        ({"columns": {"age": [18, 90], "city": [0, 1]}}, [], "columns ['city'] contain nulls (or NaN, or text that is not a number)"),
+        (
+            {"columns": {"age": [18, 90], "city": [0, 1]}},
+            [],
+            "columns ['city'] contain nulls (or NaN, or text that is not a number)",
+        ),
         ({"columns": {"age": [18]}}, [], "column 'age' needs public bounds"),
         ({"columns": {"age": [False, True]}}, [], "column 'age' needs public bounds"),
         ({"cols": {}}, [], "schema: unknown key 'cols': did you mean 'columns'"),

@@ -179,7 +179,9 @@ def test_check_refuses_what_the_rules_do_not_cover():
     with pytest.raises(ValueError, match=r"columns \['x'\] contain infinite values"):
         strict.check(pl.DataFrame({"x": [0.5, float("inf")], "c": ["a", "b"]}))
     # text is read value by value, as a release reads it: what is not a number is a null
-    with pytest.raises(ValueError, match=r"columns \['x'\] contain nulls \(or NaN, or text that is not a number\)"):
+    with pytest.raises(
+        ValueError, match=r"columns \['x'\] contain nulls \(or NaN, or text that is not a number\)"
+    ):
         strict.check(pl.DataFrame({"x": ["text"], "c": ["a"]}))
     strict.check(pl.DataFrame({"x": ["0.5", " 1e-1 "], "c": ["a", "b"]}))  # numbers as text read
     with pytest.raises(ValueError, match=r"columns do not fit the schema: x \(List"):
@@ -532,14 +534,26 @@ def test_release_with_every_pair_spends_its_budget_and_records_the_map():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ({"columns": {"a": {"type": "numeric", "range": [0, 1], "integr": True}}}, "'integr': did you mean 'integer'"),
-        ({"columns": {"a": {"type": "numeric", "range": [0, 1], "scael": "log"}}}, "'scael': did you mean 'scale'"),
-        ({"columns": {"a": {"type": "categorical", "labels": ["x"], "nul": "category"}}}, "'nul': did you mean 'null'"),
+        (
+            {"columns": {"a": {"type": "numeric", "range": [0, 1], "integr": True}}},
+            "'integr': did you mean 'integer'",
+        ),
+        (
+            {"columns": {"a": {"type": "numeric", "range": [0, 1], "scael": "log"}}},
+            "'scael': did you mean 'scale'",
+        ),
+        (
+            {"columns": {"a": {"type": "categorical", "labels": ["x"], "nul": "category"}}},
+            "'nul': did you mean 'null'",
+        ),
         ({"columns": {"a": {"type": "boolean", "labels": ["x"]}}}, "column 'a': unknown key 'labels'"),
         ({"columns": {"a": [0, 1]}, "rwos": 100}, "schema: unknown key 'rwos': did you mean 'rows'"),
         ({"columns": {"a": {"type": "numerc", "range": [0, 1]}}}, "did you mean 'numeric'"),
         ({"columns": {"a": {"tpye": "numeric", "range": [0, 1]}}}, "'tpye' a misspelt 'type'"),
-        ({"columns": {"a": {"type": "numeric", "range": [5, 1]}}}, r"column 'a': range \[5, 1\] must have lower < upper"),
+        (
+            {"columns": {"a": {"type": "numeric", "range": [5, 1]}}},
+            r"column 'a': range \[5, 1\] must have lower < upper",
+        ),
     ],
 )
 def test_a_misspelt_or_reversed_schema_is_refused_naming_the_key(spec, message, tmp_path):

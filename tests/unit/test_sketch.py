@@ -733,4 +733,6 @@ def test_regenerated_draws_are_bounded(tmp_path):
     meta = sk.to_dict()
     meta["feature_map"]["params"].update(dim=60_000, rows=1000, hashes_per_row=10)
     _write(tmp_path / "race.npz", meta, sk.sum_units)
-    _load_fails(tmp_path / "race.npz", r"would regenerate 600000000 public random numbers in all \(at most 2097152\)")
+    _load_fails(
+        tmp_path / "race.npz", r"would regenerate 600000000 public random numbers in all \(at most 2097152\)"
+    )
