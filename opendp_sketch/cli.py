@@ -458,7 +458,9 @@ def _decode(sk: Any, path: str, n_samples: int | None, show_progress: bool | Non
         est = M2M(sk, n_samples=n_samples, progress=progress)
     ratio = est.fit_ratio
     fit = f"; fit residual {ratio:.2f}× what the noise explains" if np.isfinite(ratio) else ""
-    print(f"decoded in {time.perf_counter() - t0:.1f} s{fit}", file=sys.stderr)
+    cached = getattr(getattr(est, "decoder", None), "from_cache_", False)
+    how = "read the decoded sketch from the cache" if cached else "decoded"
+    print(f"{how} in {time.perf_counter() - t0:.1f} s{fit}", file=sys.stderr)
     if np.isfinite(ratio) and ratio > 2:
         print(
             "warning: the decoder could not reconcile the released blocks (fit residual above twice the "

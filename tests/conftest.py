@@ -32,6 +32,20 @@ def _opendp_features():
     yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _decoder_cache(tmp_path_factory):
+    """The decoder cache lives in the session's temporary directory, not the user's home."""
+    import os
+
+    before = os.environ.get("OPENDP_SKETCH_CACHE")
+    os.environ["OPENDP_SKETCH_CACHE"] = str(tmp_path_factory.mktemp("decoder-cache"))
+    yield
+    if before is None:
+        os.environ.pop("OPENDP_SKETCH_CACHE", None)
+    else:
+        os.environ["OPENDP_SKETCH_CACHE"] = before
+
+
 @pytest.fixture(scope="session")
 def secret() -> float:
     """A distinctive data value: tests put it into bad data and check that errors never echo it."""

@@ -76,6 +76,7 @@ from ..features.composite import Composite
 from ..features.histogram import DyadicTrees, Histogram
 from ..features.marginals import Marginals
 from ..sketch import Sketch
+from ._cache import decoder_key, lookup, store
 
 __all__ = ["DEFAULT_SYNTHETIC_POINTS", "SyntheticDecoder"]
 
@@ -1055,12 +1056,70 @@ class SyntheticDecoder:
         n = self.n_points
         if not is_cell_map(fm):
             n = min(n, max(_MIN_DENSE_POINTS, _MAX_DENSE_ENTRIES // max(1, fm.num_features)))
+        self.edges_ = cell_edges(fm, lo, hi)
+        key = self._cache_key(sketch, n) if self.prior is None else None
+        #: whether the fit was read from the decoder cache (:mod:`._cache`) instead of computed
+        self.from_cache_ = key is not None and self._restore(key)
+        if self.from_cache_:
+            return self
         rng = np.random.default_rng(self.seed)
         X = self._start(n, rng)
-        self.edges_ = cell_edges(fm, lo, hi)
         with np.errstate(all="ignore"), _one_blas_thread():
             self._fit(sketch, X, rng)
+        if key is not None:
+            self._keep(key)
         return self
+
+    # -- the decoder cache: one sketch is decoded once (post-processing; never raises) ----------
+    def _cache_key(self, sketch: Sketch, n: int) -> str | None:
+        try:
+            params = {
+                "n": n,
+                "seed": self.seed,
+                "rounds": self.rounds,
+                "iterations": self.iterations,
+                "tol": self.tol,
+                "move": self.move,
+                "bandwidth": self.bandwidth,
+                "lower": self.lower_,
+                "upper": self.upper_,
+                "discrete": {str(j): v for j, v in sorted(self.discrete_.items())},
+                "rake": self.rake,
+                "within_cells": self.within_cells,
+            }
+            return decoder_key(sketch, params)
+        except Exception:  # noqa: BLE001 - no key, no cache
+            return None
+
+    def _restore(self, key: str) -> bool:
+        found = lookup(key)
+        if found is None:
+            return False
+        arrays, meta = found
+        try:
+            self.samples_, self.weights_ = arrays["samples"], arrays["weights"]
+            self.n_hat_, self.residual_ = float(meta["n_hat"]), float(meta["residual"])
+            self.noise_norm_, self.n_iter_ = float(meta["noise_norm"]), int(meta["n_iter"])
+            self.degenerate_, self.reason_ = bool(meta["degenerate"]), meta["reason"]
+            self.raked_ = tuple(meta["raked"])
+        except Exception:  # noqa: BLE001 - an entry of another layout: refit
+            return False
+        return True
+
+    def _keep(self, key: str) -> None:
+        try:
+            meta = {
+                "n_hat": float(self.n_hat_),
+                "residual": float(self.residual_),
+                "noise_norm": float(self.noise_norm_),
+                "n_iter": int(self.n_iter_),
+                "degenerate": bool(self.degenerate_),
+                "reason": self.reason_,
+                "raked": [int(j) for j in self.raked_],
+            }
+        except Exception:  # noqa: BLE001 - nothing kept
+            return
+        store(key, {"samples": self.samples_, "weights": self.weights_}, meta)
 
     def _start(self, n: int, rng: np.random.Generator) -> np.ndarray:
         lo, hi = self.lower_, self.upper_

@@ -865,3 +865,41 @@ def test_tree_decodes_the_grid_from_the_coarse_level(table):
     truth = np.histogram(table[:, 0], bins=edges)[0] / table.shape[0]
     got = np.histogram(est.samples[:, 0], bins=edges, weights=est.weights)[0]
     assert np.abs(got - truth).sum() < 0.5 * np.abs(fine_only - truth).sum()
+
+
+# -- decode once: the fitted decoder is cached by the sketch's digest (issue 39, item 7) -------
+def _schema_sketch(seed: int = 0):
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    t = pl.DataFrame({"age": rng.integers(18, 90, 5000), "cut": rng.choice(["Fair", "Ideal"], 5000)})
+    schema = dps.Schema({"age": dps.Numeric(18, 90, integer=True), "cut": ["Fair", "Ideal"]})
+    return dps.release_sketch(t, schema=schema, epsilon=1.0)
+
+
+def test_a_sketch_is_decoded_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENDP_SKETCH_CACHE", str(tmp_path))
+    sk = _schema_sketch()
+    first, second = dps.M2M(sk), dps.M2M(sk)
+    assert not first.decoder.from_cache_ and second.decoder.from_cache_
+    assert np.array_equal(first.samples, second.samples) and np.array_equal(first.weights, second.weights)
+    assert np.array_equal(first.mean(), second.mean(), equal_nan=True)
+    path = tmp_path / "s.sketch"
+    sk.save(path)
+    assert dps.M2M(dps.Sketch.load(path)).decoder.from_cache_  # the same file, loaded again
+    assert not dps.M2M(sk, n_samples=5000).decoder.from_cache_  # another option: another entry
+    assert not dps.M2M(_schema_sketch(1)).decoder.from_cache_  # another release: a miss
+
+
+def test_the_cache_can_be_turned_off_and_never_fails(tmp_path, monkeypatch):
+    sk = _schema_sketch()
+    monkeypatch.setenv("OPENDP_SKETCH_CACHE", "off")
+    assert not dps.M2M(sk).decoder.from_cache_ and not dps.M2M(sk).decoder.from_cache_
+    monkeypatch.setenv("OPENDP_SKETCH_CACHE", str(tmp_path))
+    dps.M2M(sk)
+    (tmp_path / "decoders.sqlite").write_bytes(b"not a database")  # corrupted: a miss, no error
+    assert not dps.M2M(sk).decoder.from_cache_
+    blocked = tmp_path / "a-file"
+    blocked.write_text("x")
+    monkeypatch.setenv("OPENDP_SKETCH_CACHE", str(blocked / "sub"))  # cannot be created
+    assert not dps.M2M(sk).decoder.from_cache_
