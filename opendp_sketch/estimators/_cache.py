@@ -112,7 +112,7 @@ def store(key: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None
     beyond :data:`MAX_BYTES`); any failure is ignored."""
     try:
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]  # names are array entries
         blob = buffer.getvalue()
         if len(blob) > MAX_BYTES:
             return
