@@ -33,7 +33,14 @@ import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._validate import check_bounds, check_chunking, check_column_names, check_fraction, check_number
+from ._validate import (
+    check_bounds,
+    check_chunking,
+    check_column_names,
+    check_fraction,
+    check_number,
+    require_symmetric,
+)
 from .domains import (
     DaskTableDomain,
     FrameBoxDomain,
@@ -50,7 +57,13 @@ from .schema import Schema
 from .selection import Forest, make_independence_scores
 from .sketch import Sketch, discrete_laplace_variance
 from .streaming import bad_value_counts, frame_box_domain, make_frame_sum_and_count, report_progress, scan
-from .transformations import make_box_clip, make_clamped_sum_and_count, make_sum_and_count, pair_parts
+from .transformations import (
+    I64_MAX,
+    make_box_clip,
+    make_clamped_sum_and_count,
+    make_sum_and_count,
+    pair_parts,
+)
 
 __all__ = [
     "Budget",
@@ -61,6 +74,9 @@ __all__ = [
     "search_measurement",
     "search_scale",
     "make_spanning_sketch",
+    "make_row_estimated_sketch",
+    "make_table_row_count",
+    "DEFAULT_ROWS_FRACTION",
     "make_private_dask_sketch",
     "then_private_dask_sketch",
     "make_private_spark_sketch",
@@ -110,6 +126,10 @@ AUTO_BOUND_CELL = 1e-6
 DEFAULT_COUNT_FRACTION = 0.02
 #: share of the budget spent choosing the 2-way marginals of a spanning tree (make_spanning_sketch)
 DEFAULT_SELECTION_FRACTION = 0.1
+#: share of the budget a schema release without a public ``rows`` estimate spends on a noisy row
+#: count first, to plan its map from (:func:`make_row_estimated_sketch`; measured in
+#: ``docs/design/row_estimate.md``)
+DEFAULT_ROWS_FRACTION = 0.03
 #: ``release_sketch(pair_selection="auto")``, the default: choose a tree (at
 #: ``DEFAULT_SELECTION_FRACTION``) when the rule leaves columns apart and :func:`auto_tree` says it pays
 AUTO_SELECTION = "auto"
@@ -671,7 +691,11 @@ def release_once(meas: dp.Measurement, data: Any, budget: Budget, d_in: int) -> 
     for sk in out if isinstance(out, list) else [out]:
         sk.privacy = {
             **spent,
-            **{k: v for k, v in sk.privacy.items() if k in ("joint_release", "share", "pair_selection")},
+            **{
+                k: v
+                for k, v in sk.privacy.items()
+                if k in ("joint_release", "share", "pair_selection", "rows_estimate")
+            },
         }
     return out
 
@@ -788,6 +812,7 @@ def release_sketch(
     pair_selection: float | Literal["auto"] | None = "auto",
     fine_bins: int | None = None,
     pairs: PairsRule = "rule",
+    rows_fraction: float | None = None,
 ) -> Sketch:
     r"""Release a sketch of ``data`` in one call, spending exactly the given budget.
 
@@ -844,6 +869,12 @@ def release_sketch(
         the noise, :func:`auto_marginals`), ``"all"`` (every pair: for regression and
         classifiers, which read how the columns vary together; counts and CDFs pay) or
         ``"none"`` (1-way marginals only)
+    :param rows_fraction: with a ``schema`` without a ``rows`` estimate and the automatic map
+        (in memory or in files), the share of the budget spent first on a noisy row count that
+        plans the map as a given ``rows`` would (:func:`make_row_estimated_sketch`; recorded in
+        ``sk.privacy["rows_estimate"]``). ``None`` (default): ``DEFAULT_ROWS_FRACTION = 0.03``;
+        ``0``: no count (the map is planned without a row estimate). A schema's ``rows``
+        always wins, and costs nothing
     :return: the released :class:`~opendp_sketch.Sketch`
     :raises ValueError: on bad parameters or data (nothing is released)
     :example:
@@ -890,7 +921,10 @@ def release_sketch(
             pair_selection,
             fine_bins,
             pairs,
+            rows_fraction=rows_fraction,
         )
+    if rows_fraction is not None:
+        raise ValueError("rows_fraction plans the automatic map of a schema release: give schema= or drop it")
     feature_map = _map_and_bounds(feature_map, bounds, pair_selection, fine_bins, pairs)
     count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
     budget = Budget.of(epsilon, delta, rho)
@@ -1620,6 +1654,150 @@ def make_spanning_sketch(
     return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject")), template, rounds
 
 
+def make_table_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Transformation:
+    """The number of rows of a table under a schema (``table_domain``), 1-stable: each row
+    read as a release reads it (a CSV file's line), so no value can make it fail.
+
+    :example:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.tables import table_domain
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> t = make_table_row_count(table_domain(dps.Schema({"x": (0, 1)})), dp.symmetric_distance())
+    >>> t(pl.DataFrame({"x": [0.5, None, 7.0]}))
+    3
+    """
+    from .tables import as_frame
+
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, TableDomain) or isinstance(desc, (DaskTableDomain, SparkTableDomain)):
+        raise ValueError("make_table_row_count needs table_domain(schema) (a table in memory or in files)")
+    require_symmetric(input_metric)
+    names = list(desc.schema.columns)
+
+    def count(data: Any) -> int:
+        import polars as pl
+
+        lf = as_frame(data, names, text_csv=True)
+        return min(int(lf.select(pl.len()).collect(engine="streaming").item()), I64_MAX)
+
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), count, lambda d: d
+    )
+
+
+def make_row_estimated_sketch(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    budget: Budget,
+    d_in: int,
+    schema: Schema,
+    rows_fraction: float = DEFAULT_ROWS_FRACTION,
+    *,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    fine_bins: int | None = None,
+    pairs: str = "rule",
+    pair_selection: float | str | None = AUTO_SELECTION,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> dp.Measurement:
+    r"""A schema release that first counts the rows privately, then plans its map from the count.
+
+    Without a public ``rows`` estimate, the automatic map cannot know whether 2-way marginals
+    at 16 bins stand above the noise, nor where a tree of pairs pays. This measurement spends
+    ``rows_fraction`` of the budget on a noisy row count (OpenDP's discrete Laplace or Gaussian
+    on the table's 1-stable row count), and the rest on the sketch whose map
+    (:func:`auto_feature_map`, with the pair rule and tree) is planned from that count as if it
+    were the schema's ``rows``. OpenDP's ``make_adaptive_composition`` composes the two, both
+    losses fixed before the data is read; the plan reads only the released count, so it is
+    post-processing. The sketch records ``privacy["rows_estimate"]``.
+
+    :return: a measurement from the table to the :class:`~opendp_sketch.Sketch`
+    :example:
+
+    >>> import polars as pl, numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.tables import table_domain
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> schema = dps.Schema({"x": (0, 1), "c": ["a", "b"]})
+    >>> m = make_row_estimated_sketch(table_domain(schema), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, schema)
+    >>> m.map(1) <= 1.0
+    True
+    >>> rng = np.random.default_rng(0)
+    >>> sk = m(pl.DataFrame({"x": rng.random(20_000), "c": rng.choice(["a", "b"], 20_000)}))
+    >>> abs(sk.privacy["rows_estimate"]["rows"] - 20_000) < 2_000
+    True
+    """
+    rows_fraction = check_fraction(rows_fraction, "rows_fraction")
+    measure = budget.measure
+    total = float(budget.d_out) if budget.kind == "epsilon" else _as_rho(budget, d_in)
+    counter = make_table_row_count(input_domain, input_metric)
+
+    def count_of(scale: float) -> dp.Measurement:
+        noise = dp.m.then_laplace(scale) if budget.kind == "epsilon" else dp.m.then_gaussian(scale)
+        return counter >> noise
+
+    count_scale = dp.binary_search_param(count_of, d_in=d_in, d_out=total * rows_fraction, T=float)
+    count_loss = count_of(count_scale).map(d_in)
+    # the sketch gets what the count left: the largest share whose sum with the count's, as
+    # OpenDP adds them (rounding up), is still within the total (so ε = 1 is recorded as 1.0)
+    rest = total - count_loss
+    for _ in range(64):
+        adaptive = dp.c.make_adaptive_composition(
+            input_domain, input_metric, measure, d_in=d_in, d_mids=[count_loss, rest]
+        )
+        if adaptive.map(d_in) <= total:
+            break
+        rest = math.nextafter(rest, 0.0)
+    base = Budget.of(epsilon=rest) if budget.kind == "epsilon" else Budget.of(rho=rest)
+    spent = adaptive.map(d_in)
+    auto = isinstance(pair_selection, str) and pair_selection == AUTO_SELECTION
+
+    def drive(queryable: Any) -> Sketch:
+        noisy = int(queryable(count_of(count_scale)))
+        rows = max(1, noisy)  # post-processing of the released count
+        planned = Schema(dict((c, schema[c]) for c in schema.columns), rows=rows)
+        full, keep = _schema_blocks(
+            planned,
+            **base.kwargs(),
+            count_fraction=count_fraction,
+            one_way_weight=AUTO_ONE_WAY_WEIGHT,
+            fine_bins=fine_bins,
+            pairs=pairs,
+        )
+        selection = pair_selection
+        if auto:
+            selection = auto_tree(base, full, keep, rows, count_fraction) if pairs == "rule" else None
+        if selection is not None:
+            meas, _, _ = make_spanning_sketch(
+                input_domain,
+                input_metric,
+                base,
+                d_in,
+                full,
+                keep,
+                float(selection),
+                one_way_weight=AUTO_ONE_WAY_WEIGHT,
+                count_fraction=count_fraction,
+                chunk_rows=chunk_rows,
+                n_jobs=n_jobs,
+            )
+        else:
+            fm = _kept(full, keep, AUTO_ONE_WAY_WEIGHT)
+
+            def sketch_at(scale: float) -> dp.Measurement:
+                return make_private_sketch(
+                    input_domain, input_metric, measure, fm, scale, count_fraction, chunk_rows, n_jobs
+                )
+
+            meas = sketch_at(search_scale(sketch_at, base, d_in, fm.sensitivity(base.p)))
+        sk = queryable(meas)
+        sk.privacy["rows_estimate"] = {"rows": rows, "fraction": rows_fraction, "noisy_count": noisy}
+        sk.privacy["loss"] = spent
+        return sk
+
+    return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject"))
+
+
 def _release_table(
     data: Any,
     schema: Schema,
@@ -1634,6 +1812,7 @@ def _release_table(
     fine_bins: int | None = None,
     pairs: str = "rule",
     backend: Literal["local", "dask", "spark"] = "local",
+    rows_fraction: float | None = None,
 ) -> Sketch:
     """A table under a public schema: checked by the schema (one pass), then released once.
     ``backend``: where the table lives (any table :func:`~opendp_sketch.tables.as_frame`
@@ -1658,6 +1837,35 @@ def _release_table(
                 "pair_selection chooses 2-way marginals of the automatic map: drop feature_map= or pair_selection="
             )
         pair_selection = check_fraction(pair_selection, "pair_selection")
+    no_count = rows_fraction is not None and not isinstance(rows_fraction, bool) and rows_fraction == 0
+    if rows_fraction is not None and not no_count:
+        check_fraction(rows_fraction, "rows_fraction")
+    estimate = feature_map is None and schema.rows is None and backend == "local" and not no_count
+    if rows_fraction is not None and not no_count and not estimate:
+        raise ValueError(
+            "rows_fraction counts the rows to plan the automatic map of a table in memory or in files "
+            "whose schema has no rows estimate (and no feature_map): drop it here"
+        )
+    if estimate:
+        smallest = auto_feature_map(schema, **budget.kwargs(), pairs="none")  # for the checks only
+        check_release_arguments(smallest, contributions, count_fraction)
+        frame, domain, rows = _checked_table(data, schema, backend)
+        meas = make_row_estimated_sketch(
+            domain,
+            dp.symmetric_distance(),
+            budget,
+            contributions,
+            schema,
+            DEFAULT_ROWS_FRACTION if rows_fraction is None else rows_fraction,
+            count_fraction=count_fraction,
+            fine_bins=fine_bins,
+            pairs=pairs,
+            pair_selection=AUTO_SELECTION if auto else pair_selection,
+            chunk_rows=chunk_rows,
+            n_jobs=n_jobs,
+        )
+        # the count, then the release (and a tree's choices): the data is read twice or more
+        return _release_measured(meas, frame, smallest, budget, contributions, rows, progress, 2)
     if feature_map is None:  # auto_feature_map's blocks: the selection also reads the ones it left out
         full, keep = _schema_blocks(
             schema,

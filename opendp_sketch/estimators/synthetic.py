@@ -1086,6 +1086,12 @@ class SyntheticDecoder:
                 "discrete": {str(j): v for j, v in sorted(self.discrete_.items())},
                 "rake": self.rake,
                 "within_cells": self.within_cells,
+                # the module's tuning constants too: a changed rule is another fit
+                "constants": {
+                    k: v
+                    for k, v in sorted(globals().items())
+                    if k.lstrip("_").isupper() and isinstance(v, (bool, int, float, str))
+                },
             }
             return decoder_key(sketch, params)
         except Exception:  # noqa: BLE001 - no key, no cache

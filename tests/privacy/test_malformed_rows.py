@@ -4,8 +4,9 @@ For a clean table ``D`` (200 rows under a public schema) and ``D' = D + one row`
 (stray and unclosed quotes, separators, BOMs, NUL bytes, invalid UTF-8, text in numeric columns,
 numbers and booleans in label columns, huge integers, ±inf, NaN, nulls, bytes, lists, dicts,
 dates, complex numbers, ...), in every input kind an analyst's Context accepts, each property
-below must hold for both measurements an analyst can run (the table sketch, ``private_sketch``,
-and the pair-selection sketch, :func:`~opendp_sketch.release.make_spanning_sketch`):
+below must hold for every measurement an analyst can run (the table sketch, ``private_sketch``;
+the pair-selection sketch, :func:`~opendp_sketch.release.make_spanning_sketch`; and the default
+release without a rows hint, :func:`~opendp_sketch.release.make_row_estimated_sketch`):
 
 * the **outcome** is the same kind on ``D`` and ``D'``: both release, and the Context charges the
   same loss (a query that raised would be charged nothing, a free oracle);
@@ -39,7 +40,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import opendp_sketch as dps
-from opendp_sketch.release import Budget, _schema_blocks, auto_feature_map, make_spanning_sketch
+from opendp_sketch.release import (
+    Budget,
+    _schema_blocks,
+    auto_feature_map,
+    make_row_estimated_sketch,
+    make_spanning_sketch,
+)
 from opendp_sketch.tables import make_table_sum_and_count, table_domain
 
 SCHEMA = dps.Schema(
@@ -222,7 +229,18 @@ def _pair_selection(domain: dp.Domain) -> tuple[dp.Measurement, dps.FeatureMap]:
     return meas, shape
 
 
-MEASUREMENTS = {"table_sketch": _table_sketch, "pair_selection": _pair_selection}
+def _row_estimated(domain: dp.Domain) -> tuple[dp.Measurement, None]:
+    """The default release without a rows hint: a noisy row count, then the planned sketch."""
+    return make_row_estimated_sketch(
+        domain, dp.symmetric_distance(), Budget.of(epsilon=EPSILON), 1, SCHEMA
+    ), None
+
+
+MEASUREMENTS = {
+    "table_sketch": _table_sketch,
+    "pair_selection": _pair_selection,
+    "row_estimated": _row_estimated,
+}
 
 
 def _outcome(data: object, meas: dp.Measurement, texts: list[str]) -> tuple[str, float]:

@@ -202,7 +202,9 @@ def test_a_tree_of_noise_is_warned_about_before_the_release():
 def test_a_connected_rule_needs_no_choice():
     """With every pair kept by the rule (no row estimate) nothing is spent on a choice."""
     schema = dps.Schema({"x": (0.0, 1.0), "y": (0.0, 1.0)})
-    sk = dps.release_sketch(_frame().select("x", "y"), schema=schema, epsilon=1.0, pair_selection=0.1)
+    sk = dps.release_sketch(
+        _frame().select("x", "y"), schema=schema, epsilon=1.0, pair_selection=0.1, rows_fraction=0
+    )
     assert "pair_selection" not in sk.privacy and sk.privacy["epsilon"] <= 1.0
 
 

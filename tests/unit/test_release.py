@@ -639,3 +639,73 @@ def test_pandas_and_arrow_tables_release_on_the_box_path_by_column_name():
         assert sk.column_names == ["a", "b"]
     with pytest.raises(ValueError, match=r"columns \['note'\] must be numeric"):
         dps.release_sketch(df, dps.Histogram(bounds=(0, 1), bins=4, dim=3), bounds=(0, 1), epsilon=1.0)
+
+
+# -- no hidden row estimate: a noisy row count plans the map (issue 39, item 2) ------------------
+def _mixed_table(n: int = 30_000, seed: int = 0):
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame(
+        {"x": rng.uniform(0, 10, n), "y": rng.uniform(0, 10, n), "c": rng.choice(["a", "b", "c"], n)}
+    )
+
+
+MIXED = {"x": (0, 10), "y": (0, 10), "c": ["a", "b", "c"]}
+
+
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"epsilon": 1.0, "delta": 1e-6}, {"rho": 0.5}])
+def test_without_rows_a_noisy_count_plans_the_map_within_the_budget(budget):
+    from opendp_sketch.release import DEFAULT_ROWS_FRACTION
+
+    table = _mixed_table()
+    sk = dps.release_sketch(table, schema=dps.Schema(MIXED), **budget)
+    est = sk.privacy["rows_estimate"]
+    assert est["fraction"] == DEFAULT_ROWS_FRACTION and abs(est["rows"] - 30_000) < 1_000
+    for key, value in budget.items():  # exactly the budget given, never above
+        assert sk.privacy[key] == value
+    # the map is the one a schema with that many rows gets at the sketch's share
+    hinted = dps.release_sketch(table, schema=dps.Schema(MIXED, rows=est["rows"]), **budget)
+    assert sk.feature_map.num_features == hinted.feature_map.num_features
+    assert sk.feature_map.num_features > dps.auto_feature_map(dps.Schema(MIXED), **budget).num_features
+
+
+def test_a_given_row_estimate_wins_and_the_count_can_be_turned_off():
+    table = _mixed_table(5_000)
+    assert (
+        "rows_estimate"
+        not in dps.release_sketch(table, schema=dps.Schema(MIXED, rows=5_000), epsilon=1.0).privacy
+    )
+    off = dps.release_sketch(table, schema=dps.Schema(MIXED), epsilon=1.0, rows_fraction=0)
+    assert "rows_estimate" not in off.privacy and off.privacy["epsilon"] == 1.0
+    fm = dps.auto_feature_map(dps.Schema(MIXED))
+    with pytest.raises(ValueError, match="rows_fraction counts the rows"):
+        dps.release_sketch(table, fm, schema=dps.Schema(MIXED), epsilon=1.0, rows_fraction=0.05)
+    with pytest.raises(ValueError, match="rows_fraction"):
+        dps.release_sketch(table, schema=dps.Schema(MIXED), epsilon=1.0, rows_fraction=1.5)
+    with pytest.raises(ValueError, match="give schema="):
+        dps.release_sketch(
+            np.zeros((10, 2)),
+            dps.Histogram(bounds=(0, 1), bins=2, dim=2),
+            bounds=(0, 1),
+            epsilon=1.0,
+            rows_fraction=0.1,
+        )
+
+
+def test_the_row_count_is_a_noisy_count_of_the_rows_at_its_share():
+    """The count's noise: OpenDP's discrete Laplace at scale Δ/(ε·share), d_in = 1."""
+    import opendp.prelude as dp
+
+    from opendp_sketch.release import Budget, make_row_estimated_sketch
+    from opendp_sketch.tables import table_domain
+
+    schema = dps.Schema(MIXED)
+    m = make_row_estimated_sketch(
+        table_domain(schema), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, schema, 0.5
+    )
+    assert m.map(1) <= 1.0  # the composition is built for d_in = 1 (the privacy unit)
+    table = _mixed_table(2_000)
+    draws = np.array([m(table).privacy["rows_estimate"]["noisy_count"] - 2_000 for _ in range(60)])
+    # scale 1/0.5 = 2: the variance of a discrete Laplace of scale 2 is about 7.9
+    assert abs(draws.mean()) < 2.5 and 2.0 < draws.var() < 25.0
