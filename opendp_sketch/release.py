@@ -128,7 +128,7 @@ DEFAULT_COUNT_FRACTION = 0.02
 DEFAULT_SELECTION_FRACTION = 0.1
 #: share of the budget a schema release without a public ``rows`` estimate spends on a noisy row
 #: count first, to plan its map from (:func:`make_row_estimated_sketch`; measured in
-#: ``docs/design/row_estimate.md``)
+#: ``benchmarks/results/bench_rows_fraction.md``)
 DEFAULT_ROWS_FRACTION = 0.03
 #: ``release_sketch(pair_selection="auto")``, the default: choose a tree (at
 #: ``DEFAULT_SELECTION_FRACTION``) when the rule leaves columns apart and :func:`auto_tree` says it pays
