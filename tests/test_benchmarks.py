@@ -36,6 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
         "bench_pca",
         "bench_race_regression",
         "bench_decoder_pgm",
+        "bench_rows_fraction",
     ],
 )
 def test_benchmark_quick_run_writes_its_table(name, tmp_path):
