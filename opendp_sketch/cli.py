@@ -373,6 +373,24 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _schema_draft_command(args: argparse.Namespace) -> int:
+    """``opendp-sketch schema DATA --out FILE``: a draft from the column list, to fill in."""
+    from .schema import PLACEHOLDER, schema_draft
+
+    if args.out.exists() and not args.force:
+        raise ValueError(f"{args.out} exists; give --force to overwrite it")
+    draft = schema_draft(args.data)
+    args.out.write_text(json.dumps(draft, indent=2) + "\n", encoding="utf-8")
+    todo = sum(json.dumps(c).count(PLACEHOLDER) for c in draft["columns"].values())
+    print(
+        f"wrote {args.out}: {len(draft['columns'])} column(s) from the file's column list (no value read); "
+        f"fill in its {todo} '{PLACEHOLDER}' placeholder(s) from what you know, then: opendp-sketch release "
+        f"{args.data} --schema {args.out} --epsilon 1 --out release.sketch",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _sketch_schema(sk: Any) -> Any:
     """The public schema a sketch file records, or None."""
     from .schema import Schema
@@ -733,6 +751,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--key-file", help="file holding the curator's secret key: the sketch must carry a matching signature"
     )
     p_insp.set_defaults(func=_inspect)
+
+    p_schema = sub.add_parser(
+        "schema",
+        help="draft a schema file from a table file's column list (no value is read)",
+        formatter_class=fmt,
+    )
+    p_schema.add_argument("data", help="a .csv, .parquet or .ipc file")
+    p_schema.add_argument("--out", type=Path, required=True, help="the schema file to write (JSON)")
+    p_schema.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p_schema.set_defaults(func=_schema_draft_command)
 
     p_rel = sub.add_parser(
         "release",

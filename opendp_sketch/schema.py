@@ -238,7 +238,9 @@ _COLUMN_KEYS = {
     "boolean": ("type", "null"),
 }
 #: the keys a schema's JSON/dict may hold at the top level
-_SCHEMA_KEYS = ("columns", "order", "rows")
+_SCHEMA_KEYS = ("columns", "order", "rows", "note")
+#: what a schema draft writes where only a person can say (a release refuses it until replaced)
+PLACEHOLDER = "FILL IN"
 
 
 def _check_keys(keys: Iterable[Any], allowed: Sequence[str], where: str) -> None:
@@ -269,7 +271,24 @@ def _named_column(name: str, spec: Any) -> Column:
         raise ValueError(f"column {name!r}: {e}") from None
 
 
+def _placeholders(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.startswith(PLACEHOLDER)
+    if isinstance(value, (list, tuple)):
+        return any(_placeholders(v) for v in value)
+    if isinstance(value, dict):
+        return any(_placeholders(v) for v in value.values())
+    return False
+
+
 def _column_from_dict(name: str, spec: dict[str, Any]) -> Column:
+    for key, value in spec.items():
+        if _placeholders(value):
+            raise ValueError(
+                f"column {name!r}: {key!r} still holds the draft's placeholder ({PLACEHOLDER} ...); write "
+                "what you know of the column without looking at the data (its public range, its labels, "
+                "its type), or drop the column"
+            )
     kind = spec.get("type")
     if kind in _COLUMN_KEYS:
         _check_keys(spec, _COLUMN_KEYS[kind], f"column {name!r}")
@@ -794,3 +813,80 @@ def _codes(codes: pl.Series, col: Categorical) -> np.ndarray:
     else:
         fill = 0
     return codes.fill_null(fill).to_numpy().astype(np.float64)
+
+
+def schema_draft(source: str | os.PathLike[str]) -> dict[str, Any]:
+    """A schema file's draft from a table file's **column list** only: names, and a type guessed
+    from each column's declared dtype (Parquet and IPC files declare them in their metadata; a
+    CSV file has only its header line, so every type is left to fill in). Ranges and labels are
+    placeholders: they would come from the data and stop being public, so they are never read;
+    nor are dictionaries or Enum categories. A release refuses the draft until a person fills them in.
+
+    >>> import tempfile, pathlib, polars as pl
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.parquet"
+    >>> pl.DataFrame({"age": [30], "city": ["x"], "vip": [True], "w": [1.5]}).write_parquet(path)
+    >>> draft = schema_draft(path)
+    >>> draft["columns"]["age"], draft["columns"]["vip"]
+    ({'type': 'numeric', 'range': ['FILL IN: lower', 'FILL IN: upper'], 'integer': True}, {'type': 'boolean'})
+    >>> Schema.from_dict(draft)
+    Traceback (most recent call last):
+    ...
+    ValueError: column 'age': 'range' still holds the draft's placeholder (FILL IN ...); ...
+    """
+    path = Path(source)
+    suffix = path.suffix.lower()
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    if suffix in (".parquet", ".pq", ".ipc", ".arrow", ".feather"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if suffix in (".parquet", ".pq"):
+            arrow_schema = pq.read_schema(path)  # the footer: names and types, no values
+        else:
+            with pa.memory_map(str(path)) as f:
+                arrow_schema = pa.ipc.open_file(f).schema
+        columns = {field.name: _draft_column(field.type) for field in arrow_schema}
+    elif suffix == ".csv":
+        import csv
+
+        with open(path, newline="", encoding="utf-8", errors="replace") as f:
+            header = next(csv.reader(f), [])  # the first line only
+        columns = {
+            name: {"type": f"{PLACEHOLDER}: numeric, categorical or boolean (a CSV file declares no types)"}
+            for name in header
+        }
+    else:
+        raise ValueError(f"{path.name}: unknown file type; expected .csv, .parquet or .ipc/.arrow")
+    if not columns:
+        raise ValueError(f"{path}: no columns found")
+    return {
+        "note": (
+            "A draft written from the file's column list only; no value was read. Replace every "
+            f"'{PLACEHOLDER}' with what you know of the column without looking at the data (public ranges, "
+            "every public label, the type), give null rules where columns may be empty, and drop the "
+            "columns you will not release. A release refuses the file until then."
+        ),
+        "columns": columns,
+    }
+
+
+def _draft_column(arrow_type: Any) -> dict[str, Any]:
+    """A column's draft from its Arrow type (never from its values)."""
+    import pyarrow.types as pt
+
+    if pt.is_boolean(arrow_type):
+        return {"type": "boolean"}
+    if pt.is_integer(arrow_type):
+        return {
+            "type": "numeric",
+            "range": [f"{PLACEHOLDER}: lower", f"{PLACEHOLDER}: upper"],
+            "integer": True,
+        }
+    if pt.is_floating(arrow_type) or pt.is_decimal(arrow_type):
+        return {"type": "numeric", "range": [f"{PLACEHOLDER}: lower", f"{PLACEHOLDER}: upper"]}
+    if pt.is_string(arrow_type) or pt.is_large_string(arrow_type) or pt.is_dictionary(arrow_type):
+        return {"type": "categorical", "labels": [f"{PLACEHOLDER}: every public label"]}
+    return {
+        "type": f"{PLACEHOLDER}: numeric, categorical or boolean (declared as {arrow_type}; dates are not supported yet)"
+    }

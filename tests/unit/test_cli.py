@@ -661,3 +661,49 @@ def test_release_with_every_pair_or_none(table, capsys):
         in capsys.readouterr().err
     )
     assert not never.exists()
+
+
+def test_schema_draft_reads_the_column_list_only_and_is_refused_until_filled_in(tmp_path, capsys):
+    """Issue 39, item 8: names and types from the file's metadata, placeholders for the rest."""
+    import polars as pl
+
+    secret = "Zq9-private-label"
+    frame = pl.DataFrame({"age": [41, 52], "city": [secret, "b"], "vip": [True, False], "w": [1.5, 2.5]})
+    for name in ("t.parquet", "t.ipc", "t.csv"):
+        path = tmp_path / name
+        {"t.parquet": frame.write_parquet, "t.ipc": frame.write_ipc, "t.csv": frame.write_csv}[name](path)
+        out = tmp_path / f"{name}.json"
+        assert main(["schema", str(path), "--out", str(out)]) == 0
+        text = out.read_text()
+        assert secret not in text and "41" not in text and "52" not in text  # no value read
+        draft = json.loads(text)
+        assert list(draft["columns"]) == ["age", "city", "vip", "w"] and "no value was read" in draft["note"]
+        assert "FILL IN" in capsys.readouterr().err
+        code = main(
+            [
+                "release",
+                str(path),
+                "--schema",
+                str(out),
+                "--epsilon",
+                "1",
+                "--out",
+                str(tmp_path / "x.sketch"),
+            ]
+        )
+        assert code == 2 and "still holds the draft's placeholder" in capsys.readouterr().err
+    draft = json.loads((tmp_path / "t.parquet.json").read_text())
+    assert draft["columns"]["age"]["integer"] is True and draft["columns"]["vip"] == {"type": "boolean"}
+    assert draft["columns"]["city"]["type"] == "categorical"
+    # filled in by a person: the file releases
+    draft["columns"] = {
+        "age": {"type": "numeric", "range": [18, 90], "integer": True},
+        "city": {"type": "categorical", "labels": ["a", "b"], "null": "category"},
+        "vip": {"type": "boolean"},
+        "w": {"type": "numeric", "range": [0, 5]},
+    }
+    (tmp_path / "filled.json").write_text(json.dumps(draft))
+    dps.Schema.from_json(tmp_path / "filled.json")
+    assert (
+        main(["schema", str(tmp_path / "t.parquet"), "--out", str(tmp_path / "filled.json")]) == 2
+    )  # no overwrite
