@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -410,11 +411,40 @@ then_spark_feature_sum = to_then(make_spark_feature_sum)
 # -- curator-side checks of a one-call release ----------------------------------------------
 
 
+def check_local_workers(data: Any) -> None:
+    """On a local Spark master, refuse a session whose Python workers run another interpreter than
+    this one (PySpark starts ``python3`` from ``PATH`` unless ``PYSPARK_PYTHON`` says otherwise;
+    one without this package fails every task with a worker traceback). The curator's check,
+    before anything is built.
+
+    :raises ValueError: naming ``PYSPARK_PYTHON`` and the interpreter to give it
+    """
+    import shutil
+    import sys
+
+    try:
+        context = data.sparkSession.sparkContext
+        master, python = str(context.master), str(context.pythonExec or "python3")
+    except Exception:  # noqa: BLE001 - not a session we can ask: the job itself will say
+        return
+    if not master.startswith("local"):
+        return  # a cluster's workers have interpreters of their own
+    found = shutil.which(python) or python
+    if os.path.realpath(found) != os.path.realpath(sys.executable):
+        raise ValueError(
+            f"this local Spark session's Python workers run {python!r} ({found}), not this interpreter "
+            f"({sys.executable}), so they cannot import opendp_sketch: set the environment variable "
+            f"PYSPARK_PYTHON={sys.executable} (os.environ['PYSPARK_PYTHON'] = sys.executable) before the "
+            "SparkSession is created"
+        )
+
+
 def check_spark_frame(data: Any, d: int, column_names: Sequence[str] | None) -> list[str]:
     """Structural checks of a Spark DataFrame from its schema (no job runs); returns the column
     names to read. Errors name columns and types, never data values."""
     if not _is_spark_frame(data):
         raise ValueError(f"data must be a pyspark.sql.DataFrame, got {type(data).__name__}")
+    check_local_workers(data)
     types = _column_types(data)
     cols = [str(c) for c in data.columns] if column_names is None else [str(c) for c in column_names]
     missing = [c for c in cols if c not in types]
@@ -639,6 +669,7 @@ def check_spark_table_types(data: Any, schema: Schema) -> None:
     """
     if not _is_spark_frame(data):
         raise ValueError(f"data must be a pyspark.sql.DataFrame, got {type(data).__name__}")
+    check_local_workers(data)
     columns = [str(c) for c in data.columns]
     repeated = sorted({c for c in schema.columns if columns.count(c) > 1})
     if repeated:

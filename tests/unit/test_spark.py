@@ -497,3 +497,21 @@ def test_schema_release_with_a_map_of_the_users_choice(spark, rng, jobs):
     ref = dps.release_sketch(frame, fm, schema=schema, epsilon=1.0)
     assert sk.feature_map == fm and sk.schema == schema.to_dict() and sk.privacy == ref.privacy
     assert jobs() == 1
+
+
+def test_a_local_session_whose_workers_run_another_python_is_refused_naming_pyspark_python(
+    spark, monkeypatch
+):
+    """Issue 39, item 9: without PYSPARK_PYTHON a local session's workers run python3 from PATH."""
+    import sys
+
+    frame = spark.createDataFrame([(0.5, 0.5)], "x0 double, x1 double")
+    monkeypatch.setattr(spark.sparkContext, "pythonExec", "/usr/bin/env")  # another executable
+    with pytest.raises(ValueError, match=r"PYSPARK_PYTHON=.*before the\s+SparkSession is created"):
+        dps.release_spark_sketch(
+            frame, dps.Histogram(bounds=(0, 1), bins=2, dim=2), bounds=(0, 1), epsilon=1.0
+        )
+    monkeypatch.setattr(spark.sparkContext, "pythonExec", sys.executable)
+    assert dps.release_spark_sketch(
+        frame, dps.Histogram(bounds=(0, 1), bins=2, dim=2), bounds=(0, 1), epsilon=1.0
+    )
