@@ -1256,9 +1256,12 @@ def _auto_blocks(
     one_way_weight: float,
     bound_cells: float | None,
     pairs: str = "rule",
+    targets: Sequence[int] = (),
 ) -> tuple[Marginals, list[int]]:
     """:func:`auto_marginals` before the weighting: every 1-way and 2-way block at the chosen
-    bins, and the indices of the blocks the rule keeps (every 1-way block among them)."""
+    bins, and the indices of the blocks the rule keeps (every 1-way block among them). With
+    ``targets`` (a schema's declared model targets), the rule also keeps every pair holding a
+    target, whatever its cells' signal: a model needs how each feature varies with it."""
     pairs = _check_pairs(pairs)
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
         1.0 <= one_way_weight <= 1024.0
@@ -1281,10 +1284,16 @@ def _auto_blocks(
     def ones(fm: Marginals) -> list[int]:
         return [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
 
+    wanted = set(targets)
+
+    def with_targets(fm: Marginals, keep: list[int]) -> list[int]:
+        extra = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 2 and wanted & set(b.subset)]
+        return sorted(set(keep) | set(extra))
+
     given = [epsilon, delta, rho]
     if rows is None or all(v is None for v in given):
         fm = build(min(AUTO_PAIR_BINS, chosen_bins))
-        return fm, ones(fm) if pairs == "none" else list(range(len(fm.blocks)))
+        return fm, with_targets(fm, ones(fm) if pairs == "none" else list(range(len(fm.blocks))))
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
         raise ValueError(f"rows ({rows!r}) must be a positive integer: a public estimate of the row count")
     budget = Budget.of(epsilon, delta, rho)
@@ -1298,14 +1307,14 @@ def _auto_blocks(
         # rows in the final map too; a heavier 1-way weight keeps the pairs weight 2 keeps
         rule = _weighted(fm, min(float(one_way_weight), AUTO_RULE_ONE_WAY_WEIGHT))
         if pairs != "rule":
-            return fm, ones(fm) if pairs == "none" else list(range(len(fm.blocks)))
+            return fm, with_targets(fm, ones(fm) if pairs == "none" else list(range(len(fm.blocks))))
         std = budget.coordinate_std(rule.sensitivity(1), rule.sensitivity(2), share)
         keep = [
             i
             for i, b in enumerate(fm.blocks)
             if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std
         ]
-        return fm, keep
+        return fm, with_targets(fm, keep)
 
     fm, keep = by_rule(chosen_bins)
     if fine_bins is None:
@@ -1453,6 +1462,7 @@ def _schema_blocks(
         one_way_weight=one_way_weight,
         bound_cells=None,
         pairs=pairs,
+        targets=[schema.columns.index(t) for t in getattr(schema, "targets", [])],
     )
 
 
@@ -1755,7 +1765,7 @@ def make_row_estimated_sketch(
     def drive(queryable: Any) -> Sketch:
         noisy = int(queryable(count_of(count_scale)))
         rows = max(1, noisy)  # post-processing of the released count
-        planned = Schema(dict((c, schema[c]) for c in schema.columns), rows=rows)
+        planned = Schema({c: schema[c] for c in schema.columns}, rows=rows, targets=schema.targets)
         full, keep = _schema_blocks(
             planned,
             **base.kwargs(),

@@ -238,7 +238,7 @@ _COLUMN_KEYS = {
     "boolean": ("type", "null"),
 }
 #: the keys a schema's JSON/dict may hold at the top level
-_SCHEMA_KEYS = ("columns", "order", "rows", "note")
+_SCHEMA_KEYS = ("columns", "order", "rows", "targets", "note")
 #: what a schema draft writes where only a person can say (a release refuses it until replaced)
 PLACEHOLDER = "FILL IN"
 
@@ -354,7 +354,9 @@ class Schema:
     (54, 'Ideal', True)
     """
 
-    def __init__(self, columns: Mapping[str, Any], rows: int | None = None) -> None:
+    def __init__(
+        self, columns: Mapping[str, Any], rows: int | None = None, targets: str | Sequence[str] | None = None
+    ) -> None:
         if not isinstance(columns, Mapping) or not columns:
             raise ValueError("columns must be a non-empty mapping {name: spec}")
         self._columns: dict[str, Column] = {str(n): _named_column(str(n), s) for n, s in columns.items()}
@@ -363,6 +365,14 @@ class Schema:
                 f"rows ({rows!r}) must be a positive integer: a public estimate of the row count"
             )
         self.rows = rows
+        named = [targets] if isinstance(targets, str) else list(targets or [])
+        unknown = [t for t in named if t not in self._columns]
+        if unknown or len(set(named)) != len(named):
+            raise ValueError(
+                f"targets ({named!r}) must be distinct columns of the schema ({list(self._columns)})"
+            )
+        #: columns a model will predict: the automatic map measures every (column, target) pair
+        self.targets: list[str] = [str(t) for t in named]
 
     # -- description --------------------------------------------------------------------
     @property
@@ -436,6 +446,8 @@ class Schema:
         }
         if self.rows is not None:
             out["rows"] = self.rows
+        if self.targets:
+            out["targets"] = list(self.targets)
         return out
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
@@ -461,7 +473,7 @@ class Schema:
             if not isinstance(order, list) or sorted(map(str, order)) != sorted(map(str, cols)):
                 raise ValueError(f"order ({order!r}) must list exactly the schema's columns")
             cols = {str(n): cols[str(n)] for n in order}
-        return cls(cols, rows=spec.get("rows"))
+        return cls(cols, rows=spec.get("rows"), targets=spec.get("targets"))
 
     @classmethod
     def from_json(cls, source: str | os.PathLike[str]) -> Schema:

@@ -34,7 +34,7 @@ class _SketchRegressor:
 
     def __init__(
         self,
-        target: str | int = -1,
+        target: str | int | None = None,
         alpha: float = 1e-4,
         fit_intercept: bool = True,
         m2m_options: dict[str, Any] | None = None,
@@ -44,7 +44,17 @@ class _SketchRegressor:
         self.fit_intercept = fit_intercept
         self.m2m_options = m2m_options
 
+    def _resolve_target(self, source: Any) -> None:
+        """``target=None``: the schema's first declared target, else the last column."""
+        if self.target is not None:
+            self._target: str | int = self.target
+            return
+        schema = getattr(source, "schema", None)
+        targets = schema.get("targets", []) if isinstance(schema, dict) else getattr(schema, "targets", [])
+        self._target = targets[0] if targets else -1
+
     def _m2m(self, source: Sketch | M2M, discrete_target: bool) -> M2M:
+        self._resolve_target(source)
         a = self.alpha
         if (
             isinstance(a, bool)
@@ -66,7 +76,7 @@ class _SketchRegressor:
             names = (
                 list(source.column_names) if source.column_names else default_column_names(source.feature_map)
             )
-            j = _target_index(self.target, names, source.feature_map.input_dim)
+            j = _target_index(self._target, names, source.feature_map.input_dim)
             discrete = dict(options.get("discrete") or {})
             given = {names.index(k) if isinstance(k, str) and k in names else k for k in discrete}
             if j not in given and not (_is_byclass(source) and j == source.feature_map.dim):
@@ -78,7 +88,7 @@ class _SketchRegressor:
     def _check_joint(self, fm: FeatureMap, names: list[str]) -> None:
         """Refuse, before any decoding, a map that never measures the target together with a
         feature: its sketch holds no trace of how the target varies with them."""
-        j = _target_index(self.target, names, fm.input_dim)
+        j = _target_index(self._target, names, fm.input_dim)
         if not _measures_jointly(fm, j):
             raise ValueError(
                 f"a {type(fm).__name__} sketch measures column {names[j]!r} only on its own, so it cannot "
@@ -89,7 +99,7 @@ class _SketchRegressor:
             )
 
     def _design(self, est: M2M) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        j = _target_index(self.target, est.columns, est.lower.size)
+        j = _target_index(self._target, est.columns, est.lower.size)
         keep = [c for c in range(est.lower.size) if c != j]
         # centring on the box needs an intercept to absorb it; without one, only scale
         self._center = (est.upper[keep] + est.lower[keep]) / 2 if self.fit_intercept else np.zeros(len(keep))
@@ -156,7 +166,8 @@ class LogisticRegression(_SketchRegressor):
     draws it from ``{lower, upper}``); for a two-class :class:`~opendp_sketch.ByClass` sketch the
     label column is the target.
 
-    :param target: the label column (name or index; default the last column)
+    :param target: the label column (name or index); ``None`` (default): the first target the
+        sketch's schema declares (``dps.Schema(..., targets="y")``), else the last column
     :param alpha: ridge penalty on the standardised coefficients (keeps the objective bounded)
     :param fit_intercept: fit an intercept
     :param m2m_options: keyword arguments for :class:`M2M` when ``fit`` is given a sketch
@@ -177,7 +188,7 @@ class LogisticRegression(_SketchRegressor):
 
     def __init__(
         self,
-        target: str | int = -1,
+        target: str | int | None = None,
         alpha: float = 1e-4,
         fit_intercept: bool = True,
         m2m_options: dict[str, Any] | None = None,
