@@ -1624,8 +1624,16 @@ def make_spanning_sketch(
         lambda v: choose(range(len(candidates)), {}, v), d_in=d_in, d_out=per_round, T=float
     )
     round_loss = choose(range(len(candidates)), {}, noise).map(d_in)
-    # the release gets what the rounds left, less a hair: OpenDP's sum of the losses rounds up
-    rest = (total - rounds * round_loss) * (1 - 1e-9)
+    # the release gets what the rounds left: the largest share whose sum with theirs, as OpenDP
+    # adds the losses (rounding up), stays within the total (so ε = 1 is recorded as 1.0)
+    rest = total - rounds * round_loss
+    for _ in range(64):
+        check = dp.c.make_adaptive_composition(
+            input_domain, input_metric, measure, d_in=d_in, d_mids=[round_loss] * rounds + [rest]
+        )
+        if check.map(d_in) <= total:
+            break
+        rest = math.nextafter(rest, 0.0)
     base = Budget.of(epsilon=rest) if budget.kind == "epsilon" else Budget.of(rho=rest)
     # the final release at the smallest scale certified for its share; every choice has this map
     scale = search_scale(sketch_of(template, measure), base, d_in, template.sensitivity(base.p))
