@@ -300,6 +300,7 @@ def _release(args: argparse.Namespace) -> int:
                 progress=progress,
                 pair_selection=args.pair_selection,
                 pairs=args.pairs,
+                rows_fraction=args.rows_fraction,
             )
         except ValueError as e:
             raise ValueError(_in_cli_words(str(e))) from None
@@ -317,6 +318,7 @@ _FLAGS = {
     ),
     "drop feature_map= or pair_selection=": "use --map auto or drop --pair-selection",
     "drop feature_map= or pairs=": "use --map auto or drop --pairs",
+    "rows_fraction counts the rows to plan the automatic map": "--rows-fraction counts the rows to plan the automatic map",
     "pairs='all' measures": "--pairs all measures",
     "so pair_selection has nothing": "so --pair-selection has nothing",
     "pair_selection chooses": "--pair-selection chooses",
@@ -806,6 +808,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "marginals that join the columns the rule leaves apart (MST's private selection; see docs/release.md). "
         "auto (default): 0.1 where --expected-rows says the chosen pairs' cells stand above the noise; "
         "none: never",
+    )
+    p_rel.add_argument(
+        "--rows-fraction",
+        type=float,
+        metavar="SHARE",
+        help="with --map auto and no --expected-rows (nor schema rows): the share of the budget spent first on a "
+        "noisy row count that plans the map (default 0.03; 0: plan without a row estimate)",
     )
     p_rel.add_argument(
         "--pairs",

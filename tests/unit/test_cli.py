@@ -707,3 +707,33 @@ def test_schema_draft_reads_the_column_list_only_and_is_refused_until_filled_in(
     assert (
         main(["schema", str(tmp_path / "t.parquet"), "--out", str(tmp_path / "filled.json")]) == 2
     )  # no overwrite
+
+
+def test_release_without_expected_rows_counts_them_and_can_be_told_not_to(table, capsys):
+    out = table / "r.sketch"
+    schema = str(table / "schema.json")
+    assert (
+        main(
+            ["release", str(table / "rows.parquet"), "--schema", schema, "--epsilon", "1", "--out", str(out)]
+        )
+        == 0
+    )
+    record = json.loads(capsys.readouterr().out)
+    assert (
+        abs(record["privacy"]["rows_estimate"]["rows"] - 5000) < 500 and record["privacy"]["epsilon"] == 1.0
+    )
+    args = [
+        "release",
+        str(table / "rows.parquet"),
+        "--schema",
+        schema,
+        "--epsilon",
+        "1",
+        "--out",
+        str(out),
+        "--force",
+    ]
+    assert main([*args, "--rows-fraction", "0"]) == 0
+    assert "rows_estimate" not in json.loads(capsys.readouterr().out)["privacy"]
+    assert main([*args, "--expected-rows", "5000", "--rows-fraction", "0.1"]) == 2
+    assert "--rows-fraction counts the rows" in capsys.readouterr().err
