@@ -360,7 +360,7 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
     if system == "marginals_select":
         from opendp_sketch import release as rel
 
-        full, keep = rel._auto_blocks(
+        full, keep = rel.auto_blocks(
             (lo.tolist(), hi.tolist()),
             categorical=CATEGORICAL.get(name),
             levels=None,

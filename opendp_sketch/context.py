@@ -17,11 +17,12 @@ from typing import Any
 
 import opendp.prelude as dp
 
+from .budget import DEFAULT_COUNT_FRACTION
 from .domains import box_data_bounds
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .postprocessors import m2m_estimate
 from .projections import make_jl_projection
-from .release import DEFAULT_COUNT_FRACTION, make_private_sketch, then_private_sketch
+from .release import make_private_sketch, then_private_sketch
 from .sketch import Sketch
 from .streaming import make_lazyframe_to_frame_box
 from .transformations import make_box_clip, make_feature_sum

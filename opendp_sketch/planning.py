@@ -14,7 +14,7 @@ import opendp.prelude as dp
 import polars as pl
 
 from ._validate import check_fraction
-from .release import DEFAULT_COUNT_FRACTION, Budget
+from .budget import DEFAULT_COUNT_FRACTION, Budget
 
 __all__ = ["SketchSizePlan", "noise_to_signal", "suggest_sketch_size", "FEATURES_PER_PARAMETER"]
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -41,6 +40,15 @@ from ._validate import (
     check_number,
     require_symmetric,
 )
+from .budget import (  # noqa: F401 - Budget and its constants are re-exported for older imports
+    DEFAULT_COUNT_FRACTION,
+    Budget,
+    BudgetKind,
+    as_rho,
+    mechanism_of,
+    search_measurement,
+    search_scale,
+)
 from .domains import (
     DaskTableDomain,
     FrameBoxDomain,
@@ -51,8 +59,36 @@ from .domains import (
 )
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .features.byclass import ByClass
-from .features.composite import Composite
 from .features.marginals import Marginals
+from .plan import (  # noqa: F401 - the plan's names are re-exported for older imports
+    AUTO_BOUND_CELL,
+    AUTO_FINE_BINS,
+    AUTO_FINE_SNR,
+    AUTO_FINER_BINS,
+    AUTO_MAX_PAIR_BINS,
+    AUTO_ONE_WAY_WEIGHT,
+    AUTO_PAIR_BINS,
+    AUTO_PAIR_SNR,
+    AUTO_PAIRS,
+    AUTO_RULE_ONE_WAY_WEIGHT,
+    AUTO_SELECTION,
+    AUTO_TREE_EXTRA_WEIGHT,
+    AUTO_TREE_FINE_WEIGHT,
+    AUTO_TREE_SNR,
+    DEFAULT_SELECTION_FRACTION,
+    PairsRule,
+    auto_blocks,
+    auto_feature_map,
+    auto_marginals,
+    auto_tree,
+    check_pairs,
+    kept_map,
+    schema_blocks,
+    tree_ratio,
+    tree_rounds,
+    warn_if_tree_is_noise,
+    weighted_map,
+)
 from .schema import Schema
 from .selection import Forest, make_independence_scores
 from .sketch import Sketch, discrete_laplace_variance
@@ -90,174 +126,10 @@ __all__ = [
     "as_schema",
 ]
 
-#: bins of a numeric column's 1-way marginal in the automatic map
-AUTO_FINE_BINS = 32
-#: ... and with a public row estimate and a budget that leave an average cell of that many bins
-#: ``AUTO_FINE_SNR`` noise std's of rows (benchmarks/results/bench_fine_bins.md: off-grid queries)
-AUTO_FINER_BINS = 64
-AUTO_FINE_SNR = 8.0
-#: bins of a numeric column in the automatic 2-way marginals without a row estimate
-AUTO_PAIR_BINS = 8
-#: which 2-way marginals the automatic map measures: ``"rule"`` (the row-estimate rule), ``"all"``
-#: or ``"none"`` (``auto_marginals(pairs=)``)
-PairsRule = Literal["rule", "all", "none"]
-AUTO_PAIRS: tuple[str, ...] = ("rule", "all", "none")
-#: the finest 2-way resolution the automatic map picks (decoding cost grows with the cells)
-AUTO_MAX_PAIR_BINS = 16
-#: 2-way marginals are measured when an average cell holds this many noise std's of rows
-AUTO_PAIR_SNR = 3 * math.sqrt(2)
-#: weight of the 1-way blocks against the 2-way blocks in the automatic marginals (a composite):
-#: 1-way cells see a third of the noise of 2-way cells (benchmarks/results/bench_one_way_weight.md,
-#: weights 3 and 4 against 2 on common noise; real_tables*.md, weight 2 against 1)
-AUTO_ONE_WAY_WEIGHT = 3.0
-#: a numeric column whose automatic 1-way cells are finer than the pairs' (64 or 32 bins with
-#: 2-way marginals) is also measured at the pairs' 16 bins, a two-level tree: the coarse level at
-#: ``one_way_weight + AUTO_TREE_EXTRA_WEIGHT``, the fine one at ``AUTO_TREE_FINE_WEIGHT``
-#: (:func:`auto_marginals`; benchmarks/results/bench_one_way_tree.md)
-AUTO_TREE_EXTRA_WEIGHT = 1.0
-AUTO_TREE_FINE_WEIGHT = 1.0
-#: the pair rule reads the noise of the map whose 1-way blocks weigh at most this much: the
-#: weight ``AUTO_PAIR_SNR`` was measured at, so a heavier 1-way weight keeps the same pairs
-AUTO_RULE_ONE_WAY_WEIGHT = 2.0
-#: a width (share of the range) for the cells at each bound of a numeric column's 1-way marginal,
-#: ``auto_marginals(bound_cells=AUTO_BOUND_CELL)``: not the default (see auto_marginals)
-AUTO_BOUND_CELL = 1e-6
-#: share of the privacy budget spent on the count (the rest goes to the feature sum)
-DEFAULT_COUNT_FRACTION = 0.02
-#: share of the budget spent choosing the 2-way marginals of a spanning tree (make_spanning_sketch)
-DEFAULT_SELECTION_FRACTION = 0.1
 #: share of the budget a schema release without a public ``rows`` estimate spends on a noisy row
 #: count first, to plan its map from (:func:`make_row_estimated_sketch`; measured in
 #: ``benchmarks/results/bench_rows_fraction.md``)
 DEFAULT_ROWS_FRACTION = 0.03
-#: ``release_sketch(pair_selection="auto")``, the default: choose a tree (at
-#: ``DEFAULT_SELECTION_FRACTION``) when the rule leaves columns apart and :func:`auto_tree` says it pays
-AUTO_SELECTION = "auto"
-#: ``release_sketch(pair_selection=)`` warns when an average cell of the candidate pairs holds fewer
-#: noise std's of (estimated) rows than this: on three real tables the tree lowered multi-column
-#: counts from a ratio of 1.6 up and raised every error at 0.87 and below
-#: (benchmarks/results/real_tables_selection*.md)
-AUTO_TREE_SNR = 1.2
-
-BudgetKind = Literal["epsilon", "epsilon_delta", "rho"]
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A privacy budget in the one form every release uses: pure ε, (ε, δ), or ρ-zCDP.
-
-    Build it with :meth:`of` from the keyword arguments users give (``epsilon=``, ``delta=``,
-    ``rho=``). It knows the OpenDP measure the noise is calibrated in, the ``d_out`` a search
-    targets, the mechanism (discrete Laplace for ε, discrete Gaussian otherwise) and the norm
-    ``p`` of the sensitivity that mechanism uses.
-
-    :example:
-
-    >>> from opendp_sketch.release import Budget
-    >>> b = Budget.of(epsilon=1.0, delta=1e-6)
-    >>> b.kind, b.mechanism, b.p, b.d_out
-    ('epsilon_delta', 'gaussian', 2, (1.0, 1e-06))
-    >>> Budget.of(epsilon=0.5).record(0.49)
-    {'epsilon': 0.49}
-    """
-
-    kind: BudgetKind
-    d_out: Any
-
-    @classmethod
-    def of(cls, epsilon: Any = None, delta: Any = None, rho: Any = None) -> Budget:
-        """The budget named by exactly one of ``epsilon`` (optionally with ``delta``) or ``rho``.
-
-        :raises ValueError: for none or both, a ``delta`` with ``rho``, or values that are not
-            positive finite numbers (``delta`` below 1; ``delta=0`` means pure ε)
-        """
-        if (epsilon is None) == (rho is None):
-            raise ValueError("give exactly one of epsilon (optionally with delta) or rho")
-        if rho is not None:
-            if delta is not None:
-                raise ValueError("delta cannot be combined with rho")
-            return cls("rho", check_number(rho, "rho"))
-        eps = check_number(epsilon, "epsilon")
-        if delta is None or delta == 0:
-            return cls("epsilon", eps)
-        dl = check_number(delta, "delta")
-        if dl >= 1:
-            raise ValueError(f"delta ({delta!r}) must be below 1")
-        return cls("epsilon_delta", (eps, dl))
-
-    @property
-    def measure(self) -> dp.Measure:
-        """The measure the noise is calibrated in (zCDP for (ε, δ): OpenDP converts it)."""
-        return dp.max_divergence() if self.kind == "epsilon" else dp.zero_concentrated_divergence()
-
-    @property
-    def mechanism(self) -> str:
-        return "laplace" if self.kind == "epsilon" else "gaussian"
-
-    @property
-    def p(self) -> Literal[1, 2]:
-        return 1 if self.kind == "epsilon" else 2
-
-    @property
-    def delta(self) -> float | None:
-        return self.d_out[1] if self.kind == "epsilon_delta" else None
-
-    def reference_scale(self, d_in: int, sensitivity: float) -> float:
-        """The analytic noise scale for the whole budget (count share ignored), to bracket a
-        search: ``d_in·Δ₁/ε``, ``d_in·Δ₂/√(2ρ)``, or ``d_in·Δ₂/ε`` for (ε, δ)."""
-        if self.kind == "epsilon":
-            return d_in * sensitivity / self.d_out
-        if self.kind == "rho":
-            return d_in * sensitivity / math.sqrt(2 * self.d_out)
-        return d_in * sensitivity / self.d_out[0]
-
-    def kwargs(self) -> dict[str, Any]:
-        """The keyword arguments that name this budget (``epsilon=``, ``delta=``, ``rho=``)."""
-        if self.kind == "rho":
-            return {"rho": self.d_out}
-        if self.kind == "epsilon":
-            return {"epsilon": self.d_out}
-        return {"epsilon": self.d_out[0], "delta": self.d_out[1]}
-
-    def coordinate_std(self, l1: float, l2: float, share: float = 1.0) -> float:
-        """Analytic noise std of one coordinate when ``share`` of this budget goes to a query of
-        L1/L2 sensitivity ``l1``/``l2``: Laplace ``√2·l1/ε``, Gaussian ``l2/√(2ρ)`` (for (ε, δ)
-        through ``ρ = (√(ln(1/δ) + ε) − √ln(1/δ))²``, the usual zCDP conversion). Planning only."""
-        if self.kind == "epsilon":
-            return math.sqrt(2.0) * l1 / (self.d_out * share)
-        if self.kind == "rho":
-            rho = self.d_out
-        else:
-            eps, dl = self.d_out
-            rho = (math.sqrt(math.log(1 / dl) + eps) - math.sqrt(math.log(1 / dl))) ** 2
-        return l2 / math.sqrt(2.0 * rho * share)
-
-    def finish(self, measurement: dp.Measurement) -> dp.Measurement:
-        """``measurement`` in this budget's measure: zCDP converted to (ε, δ) at ``delta``."""
-        if self.kind != "epsilon_delta":
-            return measurement
-        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(measurement), self.d_out[1])
-
-    def record(self, spent: Any) -> dict[str, float]:
-        """The loss a measurement's privacy map reports, under this budget's names."""
-        if self.kind == "rho":
-            return {"rho": float(spent)}
-        if self.kind == "epsilon":
-            return {"epsilon": float(spent)}
-        return {"epsilon": float(spent[0]), "delta": float(spent[1])}
-
-
-def mechanism_of(output_measure: dp.Measure) -> str:
-    """``"laplace"`` for pure ε, ``"gaussian"`` for zCDP; any other measure is refused."""
-    if output_measure == dp.max_divergence():
-        return "laplace"
-    if output_measure == dp.zero_concentrated_divergence():
-        return "gaussian"
-    raise ValueError(
-        f"output_measure ({output_measure}) must be dp.max_divergence() (Laplace) or "
-        "dp.zero_concentrated_divergence() (Gaussian); for (ε, δ) use release_sketch(delta=...) "
-        "or OpenDP's make_zCDP_to_approxDP"
-    )
 
 
 def _count_scale(mechanism: str, scale: float, count_fraction: float, fm: FeatureMap) -> float:
@@ -605,47 +477,6 @@ def _cluster_pair(
 
 
 # -- the one scale search ------------------------------------------------------------------
-
-
-def search_measurement(
-    make: Callable[[float], dp.Measurement], budget: Budget, d_in: int, sensitivity: float
-) -> dp.Measurement:
-    """The measurement at the smallest noise scale OpenDP certifies for ``budget`` at ``d_in``.
-
-    ``make(scale)`` builds the pure-ε or zCDP measurement (for (ε, δ) the budget converts it);
-    ``sensitivity`` (``Δ_p`` of what ``scale`` multiplies) brackets the search around the
-    analytic scale: about 60 steps instead of about 1000.
-
-    :raises ValueError: if no representable scale meets the budget
-    """
-    return budget.finish(make(search_scale(make, budget, d_in, sensitivity)))
-
-
-def search_scale(
-    make: Callable[[float], dp.Measurement], budget: Budget, d_in: int, sensitivity: float
-) -> float:
-    """The scale :func:`search_measurement` builds its measurement at."""
-
-    def build(scale: float) -> dp.Measurement:
-        return budget.finish(make(scale))
-
-    # Laplace needs d_in·Δ₁/(ε(1-c)) and ρ-zCDP d_in·Δ₂/√(2ρ(1-c)), both above ref; (ε, δ)
-    # Gaussian stays mostly within [ref/20, 10⁴·ref]; extreme δ fall back to wider brackets
-    ref = budget.reference_scale(d_in, sensitivity)
-    for lo_f, hi_f in ((1 / 20, 1e4), (1.0, 1e8), (1e-4, 1 / 20)):
-        try:
-            return float(
-                dp.binary_search_param(build, d_in=d_in, d_out=budget.d_out, bounds=(ref * lo_f, ref * hi_f))
-            )
-        except (ValueError, dp.OpenDPException):  # boundary outside, or loss overflow at tiny scales
-            continue
-    try:
-        return float(dp.binary_search_param(build, d_in=d_in, d_out=budget.d_out, T=float))
-    except (ValueError, dp.OpenDPException) as e:
-        raise ValueError(
-            f"no noise scale OpenDP can represent gives {budget.kind} = {budget.d_out!r} "
-            f"({type(e).__name__}): the budget or count_fraction is too extreme"
-        ) from None
 
 
 def warn_if_noise_swamps(budget: Budget, d_in: int, feature_map: FeatureMap, rows: int) -> None:
@@ -1027,487 +858,7 @@ def as_schema(schema: Any) -> Schema:
     raise ValueError(f"schema ({schema!r}) must be a dps.Schema, a dict or a JSON file path")
 
 
-def auto_marginals(
-    bounds: Any,
-    *,
-    categorical: Sequence[int] | None = None,
-    levels: dict[int, int] | None = None,
-    fine_bins: int | None = None,
-    rows: int | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    rho: float | None = None,
-    count_fraction: float = DEFAULT_COUNT_FRACTION,
-    one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
-    bound_cells: float | None = None,
-    pairs: PairsRule = "rule",
-) -> FeatureMap:
-    r"""Every 1-way marginal, and the 2-way marginals when a public row estimate says they pay.
-
-    Without ``rows`` or a budget: every 1-way and every 2-way marginal, the 2-way ones with
-    ``AUTO_PAIR_BINS = 8`` bins per numeric column (categories keep theirs, integer columns with
-    at most 16 values theirs). With both, the 2-way marginals get
-    ``AUTO_MAX_PAIR_BINS = 16`` bins per numeric column (at most ``fine_bins``), and a pair is
-    measured only if its average cell holds at least ``AUTO_PAIR_SNR = 3√2 ≈ 4.2`` noise
-    standard deviations of rows:
-
-    ``rows / (cells of the pair) ≥ 3√2 · σ``, with ``σ`` the noise std of one cell for the map
-    with every pair (L1/L2 sensitivity: the number of blocks / its square root) and the sum's
-    share of the budget. Pairs with a categorical or boolean column have few cells, so they stay
-    longest (a classifier's label keeps its pairs).
-
-    Why: every block shares the budget, so pairs make every cell noisier, 1-way ones included,
-    and a multi-column answer without them falls back on independence within the decoder's
-    fit. On three real tables (``benchmarks/results/real_tables*.md``; 1 000 random 1–3-column
-    counts) pairs at 16 × 16 won where this ratio was 4 or more (CPSSW8 at ε = 0.3 and 1, movies
-    at ε = 1), 1-way marginals alone won or tied at 2 and below (countymurders at ε ≤ 1,
-    movies at ε ≤ 0.3, CPSSW8 at ε = 0.1), and coarser pairs (8 × 8, 4 × 4) lost to 1-way
-    marginals alone wherever they were tried. Everything read is public: the box, the column
-    kinds, the budget and the estimate ``rows`` (never the data's row count).
-
-    With pairs, the map is a :class:`~opendp_sketch.Composite` of the 1-way and the 2-way
-    marginals at weights ``(a, 1)``, ``a = one_way_weight`` (default ``AUTO_ONE_WAY_WEIGHT = 3``;
-    ``1`` gives one plain :class:`~opendp_sketch.features.marginals.Marginals`): the budget split,
-    so 1-way cells see ``1/a`` of the noise of 2-way cells. Means, CDFs and 1-column counts lean
-    on the 1-way cells; with every block at the same weight 1-way cells were the noisiest part of
-    the answer where pairs outnumber columns. Weight 2 against 1 (5 releases each,
-    ``benchmarks/results/real_tables*.md`` of commit d73a840), CDF errors at ε = 1: 0.68 against
-    0.94 (× 10⁻³, movies), 0.28 against 0.31 (CPSSW8), range counts 0.48 against 0.52 and 0.28
-    against 0.27. Weight 3 against 2, decoded from the same noise draws (12 each,
-    ``benchmarks/results/bench_one_way_weight.md``): CDF errors 5–20 % lower in every (table, ε)
-    with pairs (movies at ε = 1: 0.51 against 0.61; countymurders at ε = 3: 0.36 against 0.45),
-    range counts from 4 % lower to 16 % higher (2-column counts pay, 1-column counts gain), all
-    still below MST's and AIM's where that is a target. Weight 4 lowers CDFs further but raises
-    counts by up to 40 %. With the schema path's 32-bin 1-way marginals
-    (``benchmarks/results/bench_one_way_weight_fine32.md``), weight 3 against 2 lowers CDF errors
-    in every (table, ε) with pairs (15–24 % at ε = 1) and moves range counts from 8 % lower to
-    9 % higher.
-
-    The pair rule reads the noise at 1-way weight ``min(a, AUTO_RULE_ONE_WAY_WEIGHT = 2)``, the
-    weight its threshold was measured at: a heavier ``a`` keeps the pairs weight 2 keeps (when
-    the rule read the map at ``a = 3`` itself it dropped movies' pairs at ε = 1 and lost on
-    2-column counts).
-
-    ``bound_cells=δ`` (e.g. ``AUTO_BOUND_CELL = 1e-6``) cuts a cell of width ``δ·(hi − lo)`` at
-    each bound of every numeric 1-way marginal (``Marginals.auto(bound_cells=)``): rows sitting
-    on a bound (clipped values, the zeros of a count) are then measured apart from the rest of
-    their bin, and decoded there. Measured at ε = 1 over 3 releases: countymurders' column means
-    0.23 relative error against 0.42 and second moments 0.25 against 0.33, but range counts
-    0.67 against 0.56 (× 10⁻³) there and 0.63 against 0.53 on movies (two more noisy cells per
-    column): an option for means of clipped or zero-heavy columns, not the default.
-
-    ``pairs``: ``"rule"`` (default) is the rule above; ``"all"`` keeps every 2-way marginal (at
-    the rule's bins) and ``"none"`` none. A fitted model reads how the columns vary together: an
-    aggregate over many cells, which noisy pairs carry even where no single cell stands above
-    its noise. Logistic regression of gender on CPSSW8 at ε = 0.1 (the split of
-    ``benchmarks/bench_binary.py``, 8 releases each): mean test AUC 0.637 with every pair against
-    0.630 with the rule's (non-private 0.648; the best peer 0.583); a later run of the same split
-    read 0.629 against 0.631, so the two are level within their spread. Range counts rose from
-    0.0020 to 0.0026 (mean |err| / n, 3 releases): an option, not the default.
-
-    Integer columns with more than ``AUTO_MAX_PAIR_BINS = 16`` values keep one bin per value in
-    their 1-way marginal and take the pairs' 16 equal bins in their 2-way marginals
-    (``Marginals.auto(pair_levels=16)``): a pair then has the cells of any 16-bin pair. CPSSW8's
-    education (21 values) made its pair with gender 42 cells, left out at ε = 0.1; at 32 it is
-    kept, and the rule's logistic-regression AUC rose from 0.610 to 0.630 (12 and 8 releases).
-
-    ``fine_bins``: bins of every numeric 1-way marginal. ``None`` (default): ``AUTO_FINE_BINS =
-    32``; with ``rows`` and a budget, ``AUTO_MAX_PAIR_BINS = 16`` (the pairs' bins) when the
-    map leaves 2-way marginals out, and ``AUTO_FINER_BINS = 64`` when it keeps every one and an
-    average cell of 64 still holds ``AUTO_FINE_SNR = 8`` noise standard deviations of rows,
-    ``rows / 64 ≥ 8 · σ₁`` (``σ₁``: the noise std of a 1-way cell in the chosen map, in rows).
-    Without every pair, 2- and 3-column counts lean on the 1-way cells (and, in
-    :func:`release_sketch`, on a tree of pairs chosen from the data), and every 64-bin cell adds
-    its noise to the count of a grid's cell: on a 16-bin grid the noisy 1-way sums alone are
-    twice as far off at 64 bins as at 16 (countymurders at ε = 1: 0.00093 against 0.00046 of n;
-    the decoder 0.00087 against 0.00034). With 16 bins and the tree the schema path met MST's
-    and AIM's grid counts on every table at ε = 0.1 and 1 (``real_tables.md``,
-    ``real_tables_eps0_1.md``: 1.06–1.66× lower); the price is
-    paid between the grid's edges (a CDF at a user's point: 0.0075 against 0.0022 on
-    countymurders at ε = 1, still a third of MST's 0.025).
-    Answers between the cells' edges (a CDF at any point, a range count in the user's units, a
-    mean) lean on finer 1-way cells. Measured on off-grid queries from common noise
-    (``benchmarks/results/bench_fine_bins.md``): 64 bins against 32 lowered range-count, CDF and
-    mean errors on movies and CPSSW8 at ε = 0.1, 1 and 3 (ratio ``rows / 64 / σ₁`` from 9.1 to
-    238), and counts and means on countymurders at ε = 1 and 3 (CDFs level; ratio 50 and 69),
-    and raised every error on countymurders at ε = 0.1 (ratio 5.0). ``fine_bins=64`` (with
-    ``release_sketch(pair_selection=None)``) keeps that for thresholds anywhere at every budget.
-
-    With 64-bin 1-way cells and every pair kept, each numeric column with equal bins is also
-    measured at the pairs' 16 bins (``Marginals.auto(coarse_one_way=16)``; categories and integer
-    columns with one bin per value keep one level): a two-level tree, the 16 coarse cells at
-    weight ``one_way_weight + AUTO_TREE_EXTRA_WEIGHT = 4`` and the 64 fine ones at
-    ``AUTO_TREE_FINE_WEIGHT = 1``. Why: a CDF point or count on the 16-bin grid sums ``4k`` noisy
-    cells of a 64-bin marginal and ``k`` of a 16-bin one, so with one 64-bin level no split of a
-    pure-DP budget reaches MST's 1-way noise there (``docs/schema.md``), while a 16-bin level alone
-    loses the answers between its edges. The decoder estimates the fine cells from both levels
-    (generalised least squares) and keeps each coarse cell's share
-    (:func:`~opendp_sketch.estimators.synthetic._one_way_estimates`). Every block still takes one
-    cell per row: ``Δ₁`` grows by 2 per tree column (5 instead of 3) and the pairs see that much
-    more noise. Decoded from the same noise draws (``benchmarks/results/bench_one_way_tree.md``, 8
-    each), against the one 64-bin level: grid CDF errors 0.44–0.84× (movies at ε = 1: 0.00048
-    against 0.00094; countymurders at ε = 3: 0.00029 against 0.00069), as low as ``fine_bins=16``
-    gives, while CDF errors at a user's thresholds stay at 0.92–1.02× (``fine_bins=16``:
-    1.4–4.0×); grid counts 0.69–0.98×, off-grid counts within +5 %, column means closer in every
-    (table, ε).
-
-    :example:
-
-    >>> from opendp_sketch.release import auto_marginals
-    >>> box = ([0.0] * 6, [1.0] * 6)
-    >>> def pairs(fm):
-    ...     return [b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 2]
-    >>> [len(pairs(auto_marginals(box, rows=60_000, epsilon=e))) for e in (0.1, 0.3, 1.0, 3.0)]
-    [0, 0, 15, 15]
-    >>> pairs(auto_marginals(box, rows=60_000, epsilon=1.0))[-1], pairs(auto_marginals(box))[-1]
-    ((16, 16), (8, 8))
-    >>> fm = auto_marginals(box, rows=60_000, epsilon=3.0)
-    >>> type(fm).__name__, fm.weights, [len(m.blocks) for m in fm.maps]
-    ('Composite', (4.0, 1.0, 1.0), [6, 6, 15])
-    >>> [len(pairs(auto_marginals(box, rows=60_000, epsilon=0.1, pairs=p))) for p in ("rule", "all", "none")]
-    [0, 15, 0]
-    """
-    full, keep = _auto_blocks(
-        bounds,
-        categorical=categorical,
-        levels=levels,
-        fine_bins=fine_bins,
-        rows=rows,
-        epsilon=epsilon,
-        delta=delta,
-        rho=rho,
-        count_fraction=count_fraction,
-        one_way_weight=one_way_weight,
-        bound_cells=bound_cells,
-        pairs=pairs,
-    )
-    return _kept(full, keep, one_way_weight)
-
-
-def _kept(full: Marginals, keep: Sequence[int], weight: float) -> FeatureMap:
-    """The blocks ``keep`` of ``full``, weighted by :func:`_weighted`."""
-    return _weighted(full if len(keep) == len(full.blocks) else full.take(keep), weight)
-
-
-def _weighted(fm: Marginals, weight: float) -> FeatureMap:
-    """The 1-way blocks of ``fm`` at ``weight`` against its 2- and 3-way blocks at 1 (a
-    :class:`~opendp_sketch.Composite`), or ``fm`` itself at weight 1 or without pairs.
-
-    A column with two 1-way blocks (a tree: ``Marginals.auto(coarse_one_way=)``) has its coarse
-    block at ``weight + AUTO_TREE_EXTRA_WEIGHT`` and its fine block at ``AUTO_TREE_FINE_WEIGHT``,
-    parts of their own (see :func:`auto_marginals`); at ``weight`` 1 every block, the tree's too,
-    stays at weight 1 in ``fm`` itself.
-
-    >>> from opendp_sketch.features.marginals import Marginals
-    >>> fm = Marginals.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=2, coarse_one_way=2)
-    >>> w = _weighted(fm, 3.0)
-    >>> w.weights, [[(b.subset, b.shape) for b in m.blocks] for m in w.maps][:2]
-    ((4.0, 1.0, 1.0), [[((0,), (2,)), ((1,), (2,)), ((2,), (2,))], [((0,), (8,)), ((1,), (8,)), ((2,), (8,))]])
-    >>> w.sensitivity(1) == 3 * (4 + 1) + 3
-    True
-    """
-    ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
-    pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
-    if weight == 1.0 or not pairs:
-        return fm
-    levels: dict[int, list[int]] = {}  # each column's 1-way blocks
-    for i in ones:
-        levels.setdefault(fm.blocks[i].subset[0], []).append(i)
-    fine = [max(blocks, key=lambda i: fm.blocks[i].size) for blocks in levels.values() if len(blocks) > 1]
-    if not fine:
-        return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
-    single = [i for i in ones if len(levels[fm.blocks[i].subset[0]]) == 1]
-    coarse = [i for i in ones if i not in fine and i not in single]
-    parts = [
-        (coarse, float(weight) + AUTO_TREE_EXTRA_WEIGHT),
-        (single, float(weight)),
-        (fine, AUTO_TREE_FINE_WEIGHT),
-        (pairs, 1.0),
-    ]
-    parts = [(p, w) for p, w in parts if p]
-    return Composite([fm.take(p) for p, _ in parts], weights=[w for _, w in parts])
-
-
-def _check_pairs(pairs: Any) -> str:
-    """``pairs`` of the automatic map, checked: ``"rule"``, ``"all"`` or ``"none"``.
-
-    >>> _check_pairs("all")
-    'all'
-    """
-    if isinstance(pairs, str) and pairs in AUTO_PAIRS:
-        return pairs
-    raise ValueError(
-        f"pairs ({pairs!r}) must be 'rule' (the row-estimate rule, the default), 'all' (every 2-way "
-        "marginal) or 'none' (1-way marginals only)"
-    )
-
-
-def _auto_blocks(
-    bounds: Any,
-    *,
-    categorical: Sequence[int] | None,
-    levels: dict[int, int] | None,
-    fine_bins: int | None,
-    rows: int | None,
-    epsilon: float | None,
-    delta: float | None,
-    rho: float | None,
-    count_fraction: float,
-    one_way_weight: float,
-    bound_cells: float | None,
-    pairs: str = "rule",
-    targets: Sequence[int] = (),
-) -> tuple[Marginals, list[int]]:
-    """:func:`auto_marginals` before the weighting: every 1-way and 2-way block at the chosen
-    bins, and the indices of the blocks the rule keeps (every 1-way block among them). With
-    ``targets`` (a schema's declared model targets), the rule also keeps every pair holding a
-    target, whatever its cells' signal: a model needs how each feature varies with it."""
-    pairs = _check_pairs(pairs)
-    if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
-        1.0 <= one_way_weight <= 1024.0
-    ):
-        raise ValueError(f"one_way_weight ({one_way_weight!r}) must be a number in [1, 1024]")
-
-    chosen_bins: int = AUTO_FINE_BINS if fine_bins is None else fine_bins
-
-    def build(c: int, fine: int = chosen_bins) -> Marginals:
-        return Marginals.auto(
-            bounds,
-            categorical=categorical,
-            fine_bins=fine,
-            coarse_bins=c,
-            levels=levels,
-            bound_cells=bound_cells,
-            pair_levels=AUTO_MAX_PAIR_BINS,
-        )
-
-    def ones(fm: Marginals) -> list[int]:
-        return [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
-
-    wanted = set(targets)
-
-    def with_targets(fm: Marginals, keep: list[int]) -> list[int]:
-        extra = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 2 and wanted & set(b.subset)]
-        return sorted(set(keep) | set(extra))
-
-    given = [epsilon, delta, rho]
-    if rows is None or all(v is None for v in given):
-        fm = build(min(AUTO_PAIR_BINS, chosen_bins))
-        return fm, with_targets(fm, ones(fm) if pairs == "none" else list(range(len(fm.blocks))))
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
-        raise ValueError(f"rows ({rows!r}) must be a positive integer: a public estimate of the row count")
-    budget = Budget.of(epsilon, delta, rho)
-    share = 1.0 - check_fraction(count_fraction)
-
-    def by_rule(fine: int) -> tuple[Marginals, list[int]]:
-        """``fine``-bin 1-way blocks and the 2-way blocks the row-estimate rule keeps."""
-        fm = build(min(AUTO_MAX_PAIR_BINS, fine), fine)
-        # the noise of the map with every pair, its 1-way blocks at weight min(a, 2): dropping blocks
-        # only lowers it, so up to weight 2 a kept pair's cells hold at least this many noise std's of
-        # rows in the final map too; a heavier 1-way weight keeps the pairs weight 2 keeps
-        rule = _weighted(fm, min(float(one_way_weight), AUTO_RULE_ONE_WAY_WEIGHT))
-        if pairs != "rule":
-            return fm, with_targets(fm, ones(fm) if pairs == "none" else list(range(len(fm.blocks))))
-        std = budget.coordinate_std(rule.sensitivity(1), rule.sensitivity(2), share)
-        keep = [
-            i
-            for i, b in enumerate(fm.blocks)
-            if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std
-        ]
-        return fm, with_targets(fm, keep)
-
-    fm, keep = by_rule(chosen_bins)
-    if fine_bins is None:
-        if any(len(b.subset) == 2 and i not in keep for i, b in enumerate(fm.blocks)):
-            # the budget leaves pairs out: multi-column counts lean on the 1-way cells (and on a
-            # tree, release_sketch(pair_selection=)), so they take the pairs' resolution; the
-            # sensitivity and the pairs kept do not depend on the 1-way bins
-            return by_rule(AUTO_MAX_PAIR_BINS)
-        chosen = _kept(fm, keep, one_way_weight)
-        # the 1-way cells' noise in rows: the map's coordinate noise over the 1-way blocks' weight
-        weight = float(one_way_weight) if isinstance(chosen, Composite) else 1.0
-        one_way_std = budget.coordinate_std(chosen.sensitivity(1), chosen.sensitivity(2), share) / weight
-        if rows / AUTO_FINER_BINS >= AUTO_FINE_SNR * one_way_std:
-            # the same blocks with finer 1-way cells: every block still takes one cell per row, so
-            # the sensitivity, the noise and the pairs the rule keeps are the same
-            fm, keep = by_rule(AUTO_FINER_BINS)
-            # four 1-way cells to a pair's bin: the numeric columns also get a 1-way block at the
-            # pairs' bins (a two-level tree, weighted by _weighted); the pairs the rule kept stay
-            numeric = [j for j in range(fm.dim) if j not in fm.categories and j not in (levels or {})]
-            if any(len(fm.blocks[i].subset) > 1 for i in keep):
-                return _with_coarse_one_way(fm, keep, numeric, AUTO_MAX_PAIR_BINS)
-    return fm, keep
-
-
-def _with_coarse_one_way(
-    fm: Marginals, keep: list[int], columns: Sequence[int], bins: int
-) -> tuple[Marginals, list[int]]:
-    """``fm`` with a second 1-way block of ``bins`` equal bins for each of ``columns`` whose 1-way
-    block has more cells (a multiple of ``bins``), after the 1-way blocks; the indices of ``keep``
-    moved to match, the new blocks kept. ``fm`` itself when no column qualifies."""
-    one = {b.subset[0]: b for b in fm.blocks if len(b.subset) == 1}
-    tree = [
-        j
-        for j in columns
-        if j in one and one[j].size > bins and (one[j].size - (2 if one[j].cuts else 0)) % bins == 0
-    ]
-    if not tree:
-        return fm, keep
-    first = sum(1 for b in fm.blocks if len(b.subset) == 1)  # the 1-way blocks come first
-    out = fm.insert(first, [(j,) for j in tree], [[bins] for _ in tree])
-    moved = [i if i < first else i + len(tree) for i in keep]
-    return out, sorted(moved + list(range(first, first + len(tree))))
-
-
-def auto_feature_map(
-    schema: Schema,
-    *,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    rho: float | None = None,
-    count_fraction: float = DEFAULT_COUNT_FRACTION,
-    one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
-    fine_bins: int | None = None,
-    pairs: PairsRule = "rule",
-) -> FeatureMap:
-    """The map :func:`release_sketch` uses with a schema and no ``feature_map``: public
-    information only (the schema's columns, kinds and row estimate, and the budget), and
-    unit-free, since it acts on encoded coordinates.
-
-    The rule (:func:`~opendp_sketch.release.auto_marginals` on the encoded box): every column's
-    1-way marginal (32 equal bins of a numeric column's public range, one cell per category, and
-    one bin per value of a linear integer column with at most 32 values) and every 2-way marginal
-    at 8×8 bins (an integer column keeps one bin per value there up to 16 values); when the schema carries a public ``rows`` estimate, the 2-way marginals are
-    measured at 16×16 if the budget leaves an average cell well above its noise, and left out
-    otherwise. Numeric 1-way marginals then get 64 bins when every pair is measured and an average
-    cell of 64 still holds 8 noise std's of rows (with a second 1-way level at the pairs' 16 bins,
-    a two-level tree: see :func:`auto_marginals`), and the pairs' 16 bins when the budget leaves
-    pairs out (multi-column counts then lean on the 1-way cells). Categories and small integer
-    columns keep their cells. With pairs, the 1-way and
-    2-way marginals are blocks of a :class:`~opendp_sketch.Composite` at weights
-    ``(one_way_weight, 1)``: 1-way cells see a third of the noise of 2-way cells by default (a
-    tree's coarse level a quarter, its fine level as much as the pairs). Means,
-    shares, CDFs, group statistics and 2-way counts are then averages over cells the sketch
-    measures.
-
-    >>> import opendp_sketch as dps
-    >>> fm = auto_feature_map(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}))
-    >>> fm.weights, [[(b.subset, b.shape) for b in m.blocks] for m in fm.maps]
-    ((3.0, 1.0), [[((0,), (32,)), ((1,), (2,))], [((0, 1), (8, 2))]])
-    >>> s = dps.Schema({"age": (18, 90), "income": (0, 1e6), "cut": ["Fair", "Ideal"]}, rows=50_000)
-    >>> [b.shape for m in auto_feature_map(s, epsilon=1.0).maps for b in m.blocks]
-    [(16,), (16,), (2,), (64,), (64,), (16, 16), (16, 2), (16, 2)]
-    >>> fm = auto_feature_map(s, epsilon=0.01)   # no pair pays at this budget: the pairs' 16 bins
-    >>> type(fm).__name__, [b.shape for b in fm.blocks]
-    ('Marginals', [(16,), (16,), (2,)])
-
-    With a map like this, :func:`release_sketch` also spends a tenth of the budget choosing a
-    tree of pairs from the data when that pays (``pair_selection="auto"``, :func:`auto_tree`).
-
-    ``fine_bins`` fixes the bins of every numeric 1-way marginal instead of the rule (e.g. 16 when
-    the questions are asked on a known grid of 16 equal cells: each grid-aligned answer then sums
-    one cell's noise per grid cell, not four):
-
-    >>> [b.shape for m in auto_feature_map(s, epsilon=1.0, fine_bins=16).maps for b in m.blocks][:3]
-    [(16,), (16,), (2,)]
-
-    ``pairs="all"`` measures every 2-way marginal whatever the rule says (for regression and
-    classifiers), ``pairs="none"`` none:
-
-    >>> [b.shape for m in auto_feature_map(s, epsilon=0.01, pairs="all").maps for b in m.blocks]
-    [(32,), (32,), (2,), (16, 16), (16, 2), (16, 2)]
-    >>> [b.shape for b in auto_feature_map(s, epsilon=0.01, pairs="none").blocks]
-    [(16,), (16,), (2,)]
-    """
-    full, keep = _schema_blocks(
-        schema,
-        epsilon=epsilon,
-        delta=delta,
-        rho=rho,
-        count_fraction=count_fraction,
-        one_way_weight=one_way_weight,
-        fine_bins=fine_bins,
-        pairs=pairs,
-    )
-    return _kept(full, keep, one_way_weight)
-
-
-def _schema_blocks(
-    schema: Schema,
-    *,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    rho: float | None = None,
-    count_fraction: float = DEFAULT_COUNT_FRACTION,
-    one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
-    fine_bins: int | None = None,
-    pairs: str = "rule",
-) -> tuple[Marginals, list[int]]:
-    """:func:`auto_feature_map` before the weighting (see :func:`_auto_blocks`)."""
-    levels = {
-        j: v.size
-        for j, v in schema.integer_levels.items()
-        if v.size <= AUTO_FINE_BINS and getattr(schema[schema.columns[j]], "scale", None) == "linear"
-    }
-    return _auto_blocks(
-        schema.bounds,
-        categorical=schema.categorical,
-        levels=levels,
-        fine_bins=fine_bins,
-        rows=schema.rows,
-        epsilon=epsilon,
-        delta=delta,
-        rho=rho,
-        count_fraction=count_fraction,
-        one_way_weight=one_way_weight,
-        bound_cells=None,
-        pairs=pairs,
-        targets=[schema.columns.index(t) for t in getattr(schema, "targets", [])],
-    )
-
-
 # -- a spanning tree of 2-way marginals, chosen privately (MST-style) ----------------------
-
-
-def _as_rho(budget: Budget, d_in: int) -> float:
-    """The ρ whose zCDP → (ε, δ) conversion (OpenDP's, as :meth:`Budget.finish`) meets an
-    (ε, δ) budget; ``budget.d_out`` itself for ρ."""
-    if budget.kind == "rho":
-        return float(budget.d_out)
-    eps, delta = budget.d_out
-
-    def converted(rho: float) -> dp.Measurement:
-        const = dp.m.make_user_measurement(
-            dp.atom_domain(T=bool),
-            dp.symmetric_distance(),
-            dp.zero_concentrated_divergence(),
-            lambda x: x,
-            lambda d: rho,
-        )
-        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(const), delta)
-
-    def meets(rho: float) -> bool:
-        try:
-            return bool(converted(rho).map(d_in)[0] <= eps)
-        except dp.OpenDPException:  # the conversion overflows far above any usable ρ
-            return False
-
-    return float(dp.binary_search(meets, bounds=(1e-12, 1e12), T=float))
-
-
-def _tree_rounds(marginals: Marginals, measured: Sequence[int]) -> tuple[list[int], int]:
-    """The candidate pairs (2-way blocks not in ``measured``) and the number of rounds Kruskal
-    takes: as many as the candidates can join components of the measured blocks. While fewer are
-    picked, some candidate joins two components, so no round is ever without a choice."""
-    blocks = marginals.blocks
-    kept = set(measured)
-    joins = [blocks[i].subset for i in measured if len(blocks[i].subset) > 1]
-    candidates = [i for i, b in enumerate(blocks) if len(b.subset) == 2 and i not in kept]
-    rounds = (
-        Forest(marginals.input_dim, joins).components
-        - Forest(marginals.input_dim, joins + [blocks[i].subset for i in candidates]).components
-    )
-    return candidates, rounds
 
 
 def make_spanning_sketch(
@@ -1577,10 +928,12 @@ def make_spanning_sketch(
     measured = sorted({int(i) for i in given})
     pairs_of = [b.subset for b in blocks]
     joins = [pairs_of[i] for i in measured if len(pairs_of[i]) > 1]
-    candidates, rounds = _tree_rounds(marginals, measured)
+    candidates, rounds = tree_rounds(marginals, measured)
 
     def final_map(chosen: Sequence[int]) -> FeatureMap:
-        return _weighted(marginals.take(sorted(measured + [candidates[c] for c in chosen])), one_way_weight)
+        return weighted_map(
+            marginals.take(sorted(measured + [candidates[c] for c in chosen])), one_way_weight
+        )
 
     def sketch_of(fm: FeatureMap, measure: dp.Measure) -> Callable[[float], dp.Measurement]:
         return lambda scale: make_private_sketch(
@@ -1595,7 +948,7 @@ def make_spanning_sketch(
             0,
         )
     # the loss in the measure the noise is calibrated in: ε, or ρ (an (ε, δ) budget converts at the end)
-    total = float(budget.d_out) if budget.kind == "epsilon" else _as_rho(budget, d_in)
+    total = float(budget.d_out) if budget.kind == "epsilon" else as_rho(budget, d_in)
     measure = budget.measure
     template = final_map(range(rounds))
     other = final_map(range(len(candidates) - rounds, len(candidates)))
@@ -1747,7 +1100,7 @@ def make_row_estimated_sketch(
     """
     rows_fraction = check_fraction(rows_fraction, "rows_fraction")
     measure = budget.measure
-    total = float(budget.d_out) if budget.kind == "epsilon" else _as_rho(budget, d_in)
+    total = float(budget.d_out) if budget.kind == "epsilon" else as_rho(budget, d_in)
     counter = make_table_row_count(input_domain, input_metric)
 
     def count_of(scale: float) -> dp.Measurement:
@@ -1774,7 +1127,7 @@ def make_row_estimated_sketch(
         noisy = int(queryable(count_of(count_scale)))
         rows = max(1, noisy)  # post-processing of the released count
         planned = Schema({c: schema[c] for c in schema.columns}, rows=rows, targets=schema.targets)
-        full, keep = _schema_blocks(
+        full, keep = schema_blocks(
             planned,
             **base.kwargs(),
             count_fraction=count_fraction,
@@ -1800,7 +1153,7 @@ def make_row_estimated_sketch(
                 n_jobs=n_jobs,
             )
         else:
-            fm = _kept(full, keep, AUTO_ONE_WAY_WEIGHT)
+            fm = kept_map(full, keep, AUTO_ONE_WAY_WEIGHT)
 
             def sketch_at(scale: float) -> dp.Measurement:
                 return make_private_sketch(
@@ -1838,7 +1191,7 @@ def _release_table(
 
     if fine_bins is not None and feature_map is not None:
         raise ValueError("fine_bins shapes the automatic map: drop feature_map= or fine_bins=")
-    pairs = _check_pairs(pairs)
+    pairs = check_pairs(pairs)
     if pairs != "rule" and feature_map is not None:
         raise ValueError("pairs shapes the automatic map: drop feature_map= or pairs=")
     auto = isinstance(pair_selection, str) and pair_selection == AUTO_SELECTION
@@ -1885,7 +1238,7 @@ def _release_table(
         # the count, then the release (and a tree's choices): the data is read twice or more
         return _release_measured(meas, frame, smallest, budget, contributions, rows, progress, 2)
     if feature_map is None:  # auto_feature_map's blocks: the selection also reads the ones it left out
-        full, keep = _schema_blocks(
+        full, keep = schema_blocks(
             schema,
             **budget.kwargs(),
             count_fraction=count_fraction,
@@ -1895,7 +1248,7 @@ def _release_table(
         )
         if auto and pairs == "rule":
             pair_selection = auto_tree(budget, full, keep, schema.rows, count_fraction)
-        fm = _kept(full, keep, AUTO_ONE_WAY_WEIGHT)
+        fm = kept_map(full, keep, AUTO_ONE_WAY_WEIGHT)
     else:
         fm = feature_map
     count_fraction = check_release_arguments(fm, contributions, count_fraction)
@@ -1921,8 +1274,8 @@ def _release_table(
             n_jobs=n_jobs,
         )
         if rounds and schema.rows is not None and not auto:
-            ratio = _tree_ratio(budget, fm, full, keep, schema.rows, count_fraction, pair_selection)
-            _warn_if_tree_is_noise(ratio, schema.rows)
+            ratio = tree_ratio(budget, fm, full, keep, schema.rows, count_fraction, pair_selection)
+            warn_if_tree_is_noise(ratio, schema.rows)
         # with a choice to make, the data is read twice: the candidates' counts, then the release
         return _release_measured(meas, frame, fm, budget, contributions, rows, progress, 2 if rounds else 1)
 
@@ -2016,83 +1369,6 @@ def _checked_table(data: Any, schema: Schema, backend: str) -> tuple[Any, dp.Dom
     if rows == 0:
         raise ValueError("data is empty (0 rows)")
     return frame, table_domain(schema), rows
-
-
-def _tree_ratio(
-    budget: Budget,
-    fm: FeatureMap,
-    full: Marginals,
-    keep: Sequence[int],
-    rows: int,
-    count_fraction: float,
-    selection_fraction: float,
-) -> float:
-    """Noise std's of ``rows`` in an average cell of the candidate pairs (the 2-way blocks of
-    ``full`` not in ``keep``), for the released map ``fm`` (a tree's shape): public inputs only."""
-    cells = [math.prod(b.shape) for i, b in enumerate(full.blocks) if len(b.subset) == 2 and i not in keep]
-    share = (1 - count_fraction) * (1 - selection_fraction)
-    std = budget.coordinate_std(fm.sensitivity(1), fm.sensitivity(2), share)
-    return rows * len(cells) / sum(cells) / std
-
-
-def auto_tree(
-    budget: Budget,
-    full: Marginals,
-    keep: Sequence[int],
-    rows: int | None,
-    count_fraction: float = DEFAULT_COUNT_FRACTION,
-) -> float | None:
-    """``release_sketch(pair_selection="auto")``: the share of the budget to spend on a tree of
-    2-way marginals (:func:`make_spanning_sketch`), or ``None`` for none.
-
-    A tree is chosen when the public rule left the columns in more than one connected piece and
-    an average cell of the candidate pairs holds at least ``AUTO_TREE_SNR = 1.2`` noise standard
-    deviations of the schema's ``rows`` in the released map (the 1-way blocks, the rule's pairs
-    and the tree's pairs; every block takes one cell per row, so which pairs win does not change
-    the noise). Everything read is public: the budget, the blocks and the row estimate, so
-    neighbouring tables get the same choice. Measured on three real tables
-    (``benchmarks/results/real_tables_selection*.md``): the tree lowered 2- and 3-column counts by
-    25–50 % from a ratio of 1.6 up and raised every error at 0.87 and below.
-
-    :param budget: the release's budget
-    :param full: every candidate block (:func:`auto_marginals` before the rule)
-    :param keep: the blocks the rule keeps
-    :param rows: the schema's public row estimate (``None``: no tree)
-    :param count_fraction: the count's share of the budget
-    :example:
-
-    >>> from opendp_sketch.release import Budget, _auto_blocks, auto_tree
-    >>> box = ([0.0] * 6, [1.0] * 6)
-    >>> def tree(e):
-    ...     full, keep = _auto_blocks(box, categorical=None, levels=None, fine_bins=None, rows=40_000,
-    ...         epsilon=e, delta=None, rho=None, count_fraction=0.02, one_way_weight=3.0, bound_cells=None)
-    ...     return auto_tree(Budget.of(epsilon=e), full, keep, 40_000)
-    >>> [tree(e) for e in (0.1, 1.0, 10.0)]   # too noisy / columns apart / every pair kept
-    [None, 0.1, None]
-    """
-    if rows is None:
-        return None
-    candidates, rounds = _tree_rounds(full, keep)
-    if rounds == 0:
-        return None
-    shape = _weighted(full.take(sorted([*keep, *candidates[:rounds]])), AUTO_ONE_WAY_WEIGHT)
-    ratio = _tree_ratio(budget, shape, full, keep, rows, count_fraction, DEFAULT_SELECTION_FRACTION)
-    return DEFAULT_SELECTION_FRACTION if ratio >= AUTO_TREE_SNR else None
-
-
-def _warn_if_tree_is_noise(ratio: float, rows: int) -> None:
-    """Curator side, public inputs only (:func:`_tree_ratio` of the budget, the map and the
-    schema's row estimate): warn when the pairs a tree would add are mostly noise at this budget."""
-    if ratio < AUTO_TREE_SNR:
-        import warnings
-
-        warnings.warn(
-            f"pair_selection: at this budget an average cell of the candidate 2-way marginals holds {ratio:.2g} "
-            f"noise std's of the schema's {rows} rows (below {AUTO_TREE_SNR}): the tree would likely cost more "
-            "accuracy than it adds (benchmarks/results/real_tables_selection*.md). Consider pair_selection=None "
-            "or a larger budget",
-            stacklevel=4,
-        )
 
 
 def _release_streamed(

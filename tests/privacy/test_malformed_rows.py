@@ -42,10 +42,10 @@ from hypothesis import strategies as st
 import opendp_sketch as dps
 from opendp_sketch.release import (
     Budget,
-    _schema_blocks,
     auto_feature_map,
     make_row_estimated_sketch,
     make_spanning_sketch,
+    schema_blocks,
 )
 from opendp_sketch.tables import make_table_sum_and_count, table_domain
 
@@ -221,7 +221,7 @@ def _table_sketch(domain: dp.Domain) -> tuple[dp.Measurement, dps.FeatureMap]:
 
 
 def _pair_selection(domain: dp.Domain) -> tuple[dp.Measurement, dps.FeatureMap]:
-    full, measured = _schema_blocks(SCHEMA, epsilon=EPSILON, pairs="none")
+    full, measured = schema_blocks(SCHEMA, epsilon=EPSILON, pairs="none")
     one_way = [i for i, b in enumerate(full.blocks) if len(b.subset) == 1]
     meas, shape, _ = make_spanning_sketch(
         domain, dp.symmetric_distance(), Budget.of(epsilon=EPSILON), 1, full, one_way

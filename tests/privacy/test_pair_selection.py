@@ -115,10 +115,10 @@ def test_score_is_exact_beyond_int64_products(scale):
 def test_scores_inside_the_measurement_take_any_row(kind):
     """The scores run on the schema's encoded rows: a null, NaN, ±inf, ±1e308 or unknown label
     maps to a public value, so they never raise or warn, and move by at most 4 per row."""
-    from opendp_sketch.release import _schema_blocks
+    from opendp_sketch.release import schema_blocks
     from opendp_sketch.tables import make_table_sum_and_count, table_domain
 
-    full, keep = _schema_blocks(SCHEMA, epsilon=1.0)
+    full, keep = schema_blocks(SCHEMA, epsilon=1.0)
     pairs = [i for i, b in enumerate(full.blocks) if len(b.subset) == 2 and i not in keep]
     cand = full.take(pairs)
     dom = table_domain(SCHEMA)

@@ -446,7 +446,7 @@ def test_schema_release_chooses_a_tree_on_the_cluster(spark, rng, jobs):
     """``pair_selection="auto"`` runs MST's choice on Spark too: the check, the candidates'
     counts, then the release (three jobs), within the budget."""
     schema = dps.Schema({f"x{j}": (0.0, 1.0) for j in range(6)}, rows=40_000)
-    full, keep = dps.release._schema_blocks(schema, epsilon=1.0)
+    full, keep = dps.release.schema_blocks(schema, epsilon=1.0)
     assert dps.release.auto_tree(dps.release.Budget.of(epsilon=1.0), full, keep, schema.rows) is not None
     x = rng.uniform(0, 1, (40_000, 3))
     X = np.column_stack([x, 1 - x])
