@@ -179,6 +179,11 @@ class Categorical:
 class Boolean:
     """A true/false column. ``null``: ``None``, ``"category"`` or ``True``/``False`` (impute).
 
+    Booleans, numbers equal to 0 or 1 (a 0/1 float column with NaN for missing values reads as
+    a boolean with nulls) and the text ``true``/``false``/``t``/``f``/``yes``/``no``/``0``/``1``
+    read as its values; anything else is a null (or, on the curator's side, refused as an unknown
+    value without a null rule).
+
     >>> Boolean(null="category").cardinality
     3
     """
@@ -510,7 +515,7 @@ class Schema:
                         or dt == pl.Boolean
                     )
                 )
-                or (isinstance(col, Boolean) and (dt in (pl.Boolean, pl.Null, pl.String) or dt.is_integer()))
+                or (isinstance(col, Boolean) and (dt in (pl.Boolean, pl.Null, pl.String) or dt.is_numeric()))
             )
             if not ok:
                 bad.append(f"{name} ({dt}, schema: {type(col).__name__.lower()})")
