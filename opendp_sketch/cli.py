@@ -667,7 +667,9 @@ def _query(args: argparse.Namespace) -> int:
         count = est.count(expr, interval=level) if level else est.count(expr)
         rows.append({"query": "count", "column": text, "point": None, **answer(count)})
     for point, coords in kdes:
-        rows.append({"query": "kde", "column": None, "point": point, "value": float(KDE(sk)([coords])[0])})
+        kde = KDE(sk)
+        query = [point] if kde.schema_ is not None else [coords]  # a schema sketch reads the table's units
+        rows.append({"query": "kde", "column": None, "point": point, "value": float(kde(query)[0])})
     if args.kmeans is not None:
         km = CompressiveKMeans(args.kmeans, n_restarts=args.restarts).fit(sk)
         centres = km.cluster_centers_

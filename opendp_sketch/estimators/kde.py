@@ -26,7 +26,9 @@ from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..features.race import RACE
 from ..features.rff import RFF
+from ..schema import Schema
 from ..sketch import Sketch
+from ..tables import encode_rows
 
 __all__ = ["KDE"]
 
@@ -111,6 +113,13 @@ class KDE:
             self.sum = sketch.sum
             self.n_hat = sketch.n_hat
             noisy_count = float(sketch.count)
+        #: the sketch's public schema (``None`` without one, or for a ByClass sketch): queries are
+        #: then rows in the table's units and labels (a DataFrame, or an array of every column)
+        self.schema_ = (
+            Schema.from_dict(sketch.schema)
+            if sketch.schema is not None and not isinstance(fm, ByClass)
+            else None
+        )
         if not isinstance(normalise, bool):
             raise ValueError(f"normalise ({normalise!r}) must be True or False")
         if not normalise:
@@ -151,8 +160,14 @@ class KDE:
         return (2 * fm.bandwidth) ** (-fm.dim)
 
     def __call__(self, queries: Any, *, density: bool = False, return_std: bool = False) -> Any:
-        """``K̂(q)`` for each query row (``(q,)`` array); ``density=True`` scales it to a density."""
-        Q = check_queries(queries, self.dim)
+        """``K̂(q)`` for each query row (``(q,)`` array); ``density=True`` scales it to a density.
+        For a schema sketch, the queries are rows in the table's own units and labels."""
+        if self.schema_ is not None:
+            queries = encode_rows(self.schema_, queries)
+        return self._at(check_queries(queries, self.dim), density, return_std)
+
+    def _at(self, Q: np.ndarray, density: bool = False, return_std: bool = False) -> Any:
+        """:meth:`__call__` at points in the sketch's own coordinates."""
         out = np.empty(Q.shape[0])
         for s in range(0, Q.shape[0], QUERY_CHUNK):
             out[s : s + QUERY_CHUNK] = self._block(Q[s : s + QUERY_CHUNK])
@@ -195,7 +210,8 @@ class KDE:
     def mode(self, bounds: Any = None, n_starts: int = 20, seed: int = 0) -> np.ndarray:
         """The point of highest estimated density within the box (derivative-free search: the
         density at ``50·n_starts`` seeded random points, the best five refined with Nelder–Mead
-        inside the box)."""
+        inside the box). For a schema sketch the point is in the sketch's unit-free coordinates:
+        ``kde.schema_.decode([point])`` gives it as a row in the table's units and labels."""
         from ..domains import box_data_bounds
 
         if bounds is None:
@@ -208,10 +224,10 @@ class KDE:
         if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
             raise ValueError(f"n_starts ({n_starts!r}) must be a positive integer")
         starts = rng.uniform(lo, hi, size=(int(n_starts) * 50, self.dim))
-        best = starts[np.argsort(-self(starts))[:5]]
+        best = starts[np.argsort(-self._at(starts))[:5]]
 
         def neg(x: np.ndarray) -> float:
-            return -float(self(np.clip(x, lo, hi)[None, :])[0])
+            return -float(self._at(np.clip(x, lo, hi)[None, :])[0])
 
         results = [
             scipy.optimize.minimize(

@@ -138,3 +138,25 @@ def test_bad_input_is_refused(blob):
         dps.KDE(empty)
     with pytest.raises(ValueError, match="must be a Sketch"):
         dps.KDE(blob)
+
+
+def test_a_schema_kde_reads_query_rows_in_the_tables_units():
+    """Issue 39, item 1: queries as rows in the table's units and labels."""
+    import polars as pl
+
+    rng = np.random.default_rng(2)
+    table = pl.DataFrame(
+        {"age": rng.normal(40, 5, 20_000).clip(18, 90), "cut": rng.choice(["a", "b"], 20_000, p=[0.8, 0.2])}
+    )
+    schema = dps.Schema({"age": (18, 90), "cut": ["a", "b"]})
+    sk = dps.release_sketch(
+        table, dps.RFF(dim=2, num_features=400, bandwidth=0.1, seed=0), schema=schema, epsilon=5.0
+    )
+    kde = dps.KDE(sk)
+    dense, sparse = kde(pl.DataFrame({"age": [40.0, 85.0], "cut": ["a", "a"]}))
+    assert dense > 5 * max(sparse, kde.noise_std())  # 40 years is where the rows are, 85 is not
+    assert np.allclose(kde([[40.0, "a"], [85.0, "a"]]), [dense, sparse])
+    with pytest.raises(ValueError, match=r"the rows lack columns \['cut'\]"):
+        kde(pl.DataFrame({"age": [40.0]}))
+    mode = kde.schema_.decode([kde.mode()]).row(0)
+    assert 30 < mode[0] < 50 and mode[1] == "a"
