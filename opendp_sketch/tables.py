@@ -43,7 +43,7 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
 
     numpy arrays need ``columns`` (their names, in order). Every conversion is **total and row
     by row**: no value can make it fail, and each row's converted value depends on that row
-    alone, whatever type the container gave its column (:func:`_column_from_values`). pandas
+    alone, whatever type the container gave its column (``schema._readers``). pandas
     columns of Python objects, categories or other extension types, and Arrow columns Polars
     cannot take, are read as text value by value (:func:`_object_text`), and the schema parses
     each value for its column. With ``text_csv`` a CSV file is read one row per line, as text
