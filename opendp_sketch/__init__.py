@@ -84,6 +84,7 @@ from .release import (
     then_private_sketch,
     then_private_spark_sketch,
 )
+from .report import write_report
 from .schema import Boolean, Categorical, Numeric, Schema
 from .session import (
     LedgerBusyError,
@@ -147,6 +148,7 @@ __all__ = [
     "release_sketch",
     "Sketch",
     "Schema",
+    "write_report",
     "Numeric",
     "Categorical",
     "Boolean",

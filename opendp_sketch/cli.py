@@ -375,6 +375,26 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _report(args: argparse.Namespace) -> int:
+    """``opendp-sketch report FILE --out report.html``: the release as one page (post-processing)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError('report needs matplotlib: pip install -e ".[plot]"') from None
+    from .report import write_report
+
+    sk = _load_sketch(args.sketch)
+    est = _decode(sk, args.sketch, args.n_samples, args.progress)
+    t0 = time.perf_counter()
+    path = write_report(sk, args.out, est, title=args.title)
+    size = os.path.getsize(path)
+    print(
+        f"wrote {path} ({size / 1e6:.2f} MB, {len(est.columns)} column(s)) in {time.perf_counter() - t0:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _schema_draft_command(args: argparse.Namespace) -> int:
     """``opendp-sketch schema DATA --out FILE``: a draft from the column list, to fill in."""
     from .schema import PLACEHOLDER, schema_draft
@@ -930,6 +950,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="level of the intervals drawn from the released cells",
     )
     p_plot.add_argument("--n-samples", type=int, help="M2M points (default: 30 000 synthetic points)")
+    p_rep = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page of a sketch: every column, the relations, the privacy record",
+        formatter_class=fmt,
+    )
+    p_rep.add_argument("sketch", help="a file written by release or Sketch.save")
+    p_rep.add_argument("--out", type=Path, default=Path("report.html"), help="the HTML file to write")
+    p_rep.add_argument("--title", help="the page's title")
+    p_rep.add_argument("--n-samples", type=int, help="M2M points (default: 30 000 synthetic points)")
+    _decoder_progress_option(p_rep)
+    p_rep.set_defaults(func=_report)
     _decoder_progress_option(p_plot)
     p_plot.set_defaults(func=_plot)
 

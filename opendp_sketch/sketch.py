@@ -232,6 +232,33 @@ class Sketch(ForgetsCallInput):
             f"mechanism={self.noise.get('mechanism')!r}, privacy={self.privacy})"
         )
 
+    def _repr_html_(self) -> str:
+        """A compact card for notebooks: privacy record, size and columns (no data)."""
+        import html
+
+        p = self.privacy or {}
+        loss = ", ".join(
+            f"{k} = {p[k]:g}" for k in ("epsilon", "delta", "rho") if isinstance(p.get(k), (int, float))
+        )
+        items = [
+            ("privacy loss", loss or "not recorded"),
+            ("privacy unit", f"{p.get('d_in', 1)} row(s) per individual"),
+            ("released row count", f"{self.count:,}"),
+            ("feature map", f"{type(self.feature_map).__name__}, {self.sum_units.size:,} released values"),
+            ("columns", ", ".join(map(str, self.column_names or [])) or "—"),
+        ]
+        if isinstance(p.get("rows_estimate"), dict):
+            items.append(("row estimate (planned the map)", f"{p['rows_estimate'].get('rows', 0):,}"))
+        cells = "".join(
+            f"<div style='background:#f6f8fa;border-radius:6px;padding:.4rem .7rem'>"
+            f"<b style='display:block;font-size:.8em;color:#57606a'>{html.escape(k)}</b>{html.escape(v)}</div>"
+            for k, v in items
+        )
+        return (
+            "<div style='display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:.5rem;"
+            f"font-family:system-ui,sans-serif'>{cells}</div>"
+        )
+
     # -- combining ---------------------------------------------------------------------------
     def merge(self, other: Sketch, *, disjoint: bool = False) -> Sketch:
         """Sketch of the union of the two released datasets: sums, counts and noise variances add.
