@@ -178,7 +178,7 @@ def _cramers_v(a: np.ndarray, b: np.ndarray, w: np.ndarray, a_nominal: bool, b_n
     return float(math.sqrt(max(chi2 / total, 0.0) / (min(table.shape) - 1)))
 
 
-def _column_table(est: Any, name: str) -> str:
+def _column_table(est: Any, name: str, mean: Any = None) -> str:
     """A small table of a column's answers with their intervals."""
     col = est.schema[name] if est.schema is not None else None
     rows: list[str] = []
@@ -195,7 +195,7 @@ def _column_table(est: Any, name: str) -> str:
     else:
         j = est.columns.index(name)
         try:
-            mean = est.mean(interval=_LEVEL)
+            mean = est.mean(interval=_LEVEL) if mean is None else mean  # every column's, once
             q = est.quantile(name, [0.25, 0.5, 0.75], interval=_LEVEL)
             answers = [("mean", mean.value[j], mean.low[j], mean.high[j], bool(mean.supported[j]))]
             answers += [
@@ -244,6 +244,10 @@ def report_html(sk: Sketch, est: Any = None, *, title: str | None = None) -> str
         "from the released cells; a hatched bar, or <span class='flag'>a bound</span> in a table, is an answer no "
         "released block holds exactly, so its interval is what the cells allow rather than a noise band.</p>",
     ]
+    try:
+        means = est.mean(interval=_LEVEL)
+    except ValueError:  # a map without cells: each table falls back on the values alone
+        means = None
     for name in names:
         fig, ax = plt.subplots(figsize=(6.4, 3.0))
         try:
@@ -254,7 +258,7 @@ def report_html(sk: Sketch, est: Any = None, *, title: str | None = None) -> str
             figure = f"<p class='note'>No figure for this column: {html.escape(str(e))}</p>"
         parts.append(
             f"<section class='column' id='column-{html.escape(str(name))}'><div><h3>{html.escape(str(name))}</h3>"
-            f"{figure}</div><div>{_column_table(est, name)}</div></section>"
+            f"{figure}</div><div>{_column_table(est, name, means)}</div></section>"
         )
     parts.append(_relations(sk, est, names, plt))
     parts.append(

@@ -62,6 +62,7 @@ def test_the_cli_writes_the_report_and_a_sketch_shows_itself_in_a_notebook(relea
     assert "wrote" in capsys.readouterr().err and out.stat().st_size > 10_000
     card = sk._repr_html_()
     assert "privacy loss" in card and "epsilon = 1" in card and "earnings" in card and "<script" not in card
+    assert "weighted points" in dps.M2M(sk)._repr_html_()
 
 
 def _chromium() -> str | None:

@@ -966,6 +966,16 @@ class M2M(ForgetsCallInput):
         noise = self.decoder.noise_norm_
         return float(self.decoder.residual_ / noise) if noise > 0 else float("nan")
 
+    def _repr_html_(self) -> str:
+        """The sketch's card for notebooks, with the decoder's size and fit."""
+        ratio = self.fit_ratio
+        fit = f"; fit residual {ratio:.2f}× what the noise explains" if np.isfinite(ratio) else ""
+        return (
+            self.sketch._repr_html_()
+            + f"<p style='font-family:system-ui,sans-serif'>decoded by {self.method}: "
+            f"{self.samples.shape[0]:,} weighted points{fit}</p>"
+        )
+
     def __repr__(self) -> str:
         fit = f"lam={self.lam:.3g}" if self.lam is not None else f"method={self.method!r}"
         if self.method == "synthetic" and math.isfinite(self.fit_ratio):
