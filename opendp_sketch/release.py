@@ -977,17 +977,8 @@ def make_spanning_sketch(
         lambda v: choose(range(len(candidates)), {}, v), d_in=d_in, d_out=per_round, T=float
     )
     round_loss = choose(range(len(candidates)), {}, noise).map(d_in)
-    # the release gets what the rounds left: the largest share whose sum with theirs, as OpenDP
-    # adds the losses (rounding up), stays within the total (so ε = 1 is recorded as 1.0)
-    rest = total - rounds * round_loss
-    for _ in range(64):
-        check = dp.c.make_adaptive_composition(
-            input_domain, input_metric, measure, d_in=d_in, d_mids=[round_loss] * rounds + [rest]
-        )
-        if check.map(d_in) <= total:
-            break
-        rest = math.nextafter(rest, 0.0)
-    base = Budget.of(epsilon=rest) if budget.kind == "epsilon" else Budget.of(rho=rest)
+    # the release gets what the rounds left
+    base = _rest_budget(input_domain, input_metric, measure, d_in, [round_loss] * rounds, total)
     # the final release at the smallest scale certified for its share; every choice has this map
     scale = search_scale(sketch_of(template, measure), base, d_in, template.sensitivity(base.p))
     d_mids = [round_loss] * rounds + [sketch_of(template, measure)(scale).map(d_in)]
@@ -1023,6 +1014,28 @@ def make_spanning_sketch(
         return sk
 
     return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject")), template, rounds
+
+
+def _rest_budget(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    measure: dp.Measure,
+    d_in: int,
+    spent: list[float],
+    total: float,
+) -> Budget:
+    """The budget left for a last query after ``spent``: the largest share whose sum with
+    theirs, as OpenDP's ``make_adaptive_composition`` adds the losses (rounding up), stays within
+    ``total`` (so ε = 1 is recorded as 1.0), in ``measure`` (ε, or ρ)."""
+    rest = total - sum(spent)
+    for _ in range(64):
+        check = dp.c.make_adaptive_composition(
+            input_domain, input_metric, measure, d_in=d_in, d_mids=[*spent, rest]
+        )
+        if check.map(d_in) <= total:
+            break
+        rest = math.nextafter(rest, 0.0)
+    return Budget.of(epsilon=rest) if measure == dp.max_divergence() else Budget.of(rho=rest)
 
 
 def make_table_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Transformation:
@@ -1109,17 +1122,11 @@ def make_row_estimated_sketch(
 
     count_scale = dp.binary_search_param(count_of, d_in=d_in, d_out=total * rows_fraction, T=float)
     count_loss = count_of(count_scale).map(d_in)
-    # the sketch gets what the count left: the largest share whose sum with the count's, as
-    # OpenDP adds them (rounding up), is still within the total (so ε = 1 is recorded as 1.0)
-    rest = total - count_loss
-    for _ in range(64):
-        adaptive = dp.c.make_adaptive_composition(
-            input_domain, input_metric, measure, d_in=d_in, d_mids=[count_loss, rest]
-        )
-        if adaptive.map(d_in) <= total:
-            break
-        rest = math.nextafter(rest, 0.0)
-    base = Budget.of(epsilon=rest) if budget.kind == "epsilon" else Budget.of(rho=rest)
+    # the sketch gets what the count left
+    base = _rest_budget(input_domain, input_metric, measure, d_in, [count_loss], total)
+    adaptive = dp.c.make_adaptive_composition(
+        input_domain, input_metric, measure, d_in=d_in, d_mids=[count_loss, float(base.d_out)]
+    )
     spent = adaptive.map(d_in)
     auto = isinstance(pair_selection, str) and pair_selection == AUTO_SELECTION
 

@@ -19,6 +19,7 @@ validation that refuses, before anything is built, data the rules do not cover.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -162,6 +163,25 @@ class Categorical:
     @property
     def cardinality(self) -> int:
         return len(self.labels) + (self.null == NULL_CATEGORY)
+
+    @functools.cached_property
+    def numeric_labels(self) -> dict[float, int]:
+        """``{number: code}`` of the labels that read as finite numbers (the first of equal ones),
+        so a value matches them by number whatever its column's type; computed once per column,
+        not per encoded batch.
+
+        >>> Categorical(["7", "x", "7.0", "1e1"]).numeric_labels
+        {7.0: 0, 10.0: 3}
+        """
+        out: dict[float, int] = {}
+        for i, label in enumerate(self.labels):
+            try:
+                x = float(label)
+            except ValueError:
+                continue
+            if math.isfinite(x):
+                out.setdefault(x, i)
+        return out
 
     @property
     def levels(self) -> list[str | None]:
@@ -799,14 +819,7 @@ def _code_expr(name: str, dtype: Any, col: Categorical) -> pl.Expr:
     """The column's label codes (null for nulls and unknown labels): matched on the value's text,
     or, for labels that are numbers, on the value's number, so ``41``, ``41.0`` and ``"41"``
     read alike whatever the column's type."""
-    numeric_labels: dict[float, int] = {}
-    for i, label in enumerate(col.labels):
-        try:
-            x = float(label)
-        except ValueError:
-            continue
-        if math.isfinite(x):
-            numeric_labels.setdefault(x, i)
+    numeric_labels = col.numeric_labels
     labels, codes = list(col.labels), list(range(len(col.labels)))
     if dtype.is_numeric() and numeric_labels:  # numbers: by number only ("41.0" is not text of 41)
         code = pl.lit(None, pl.Int64)

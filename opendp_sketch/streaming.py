@@ -99,6 +99,19 @@ def scan_parquet_bounded(path: str | os.PathLike[str], batch_rows: int = DEFAULT
     return register_io_source(batches, schema=schema)
 
 
+def _scan_lines(path: str | os.PathLike[str]) -> pl.LazyFrame:
+    """A CSV file as text, one row per line: no quote parsing, invalid UTF-8 replaced, extra
+    fields dropped and missing ones null, an empty file read as no rows."""
+    return pl.scan_csv(
+        os.fspath(path),
+        infer_schema=False,
+        quote_char=None,
+        truncate_ragged_lines=True,
+        encoding="utf8-lossy",
+        raise_if_empty=False,
+    )
+
+
 def scan_csv_text(path: str | os.PathLike[str]) -> pl.LazyFrame:
     """A CSV file as a LazyFrame of text columns, **one row per line**, that no byte can fail.
 
@@ -117,14 +130,7 @@ def scan_csv_text(path: str | os.PathLike[str]) -> pl.LazyFrame:
     >>> scan_csv_text(path).collect().rows()
     [('1', 'x'), ('2', None), ('3', '5 ft 11"'), ('4', 'a "b" c')]
     """
-    lf = pl.scan_csv(
-        os.fspath(path),
-        infer_schema=False,
-        quote_char=None,
-        truncate_ragged_lines=True,
-        encoding="utf8-lossy",
-        raise_if_empty=False,
-    )
+    lf = _scan_lines(path)
     names = lf.collect_schema().names()
     return total_read(lf.select([_unquoted(pl.col(c)).alias(_unquote_text(c)) for c in names]))
 
@@ -169,14 +175,7 @@ def csv_quoted_lines(path: str | os.PathLike[str]) -> int:
     >>> csv_quoted_lines(path)
     1
     """
-    lf = pl.scan_csv(
-        os.fspath(path),
-        infer_schema=False,
-        quote_char=None,
-        truncate_ragged_lines=True,
-        encoding="utf8-lossy",
-        raise_if_empty=False,
-    )
+    lf = _scan_lines(path)
     names = lf.collect_schema().names()
     if not names:
         return 0

@@ -49,6 +49,8 @@ from opendp_sketch.release import (
 )
 from opendp_sketch.tables import make_table_sum_and_count, table_domain
 
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+
 SCHEMA = dps.Schema(
     {
         "age": dps.Numeric(0, 100, integer=True, impute=40),
@@ -313,6 +315,10 @@ def _neighbour(built: dict, kind: str, row: object) -> object:
 def _check(built: dict, kind: str, row: object) -> None:
     data = _neighbour(built, kind, row)
     assume(data is not None)
+    _check_data(built, kind, row, data)
+
+
+def _check_data(built: dict, kind: str, row: object, data: object) -> None:
     texts = _texts(row)
     fm = built["measurements"]["table_sketch"][1]
     _within(fm, built["exact"][kind], _exact(data, fm))
@@ -362,7 +368,7 @@ def test_the_audits_two_triggers(built):
     column whose categories mix text and integers (pandas)."""
     fm = built["measurements"]["table_sketch"][1]
     for line in (b"50,5'11\",Fair,true", b'50,"Jane Doe, 12,Fair,true'):
-        _check(built, "csv", line)
+        _check_data(built, "csv", line, _neighbour(built, "csv", line))
     mixed = _with_row({"age": 50, "height": 180.0, "cut": 7, "vip": True}).astype({"cut": "category"})
     _within(fm, built["exact"]["pandas_categorical"], _exact(mixed, fm))
     for meas, _ in built["measurements"].values():
