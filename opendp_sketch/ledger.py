@@ -20,13 +20,16 @@ Writers serialise on SQLite's write lock: :meth:`Ledger.transaction` is ``BEGIN 
 ``COMMIT``, so *read remaining budget → release → record* is atomic across processes. The file is
 in WAL mode with ``synchronous=FULL``: a committed release survives a crash or power loss, and an
 uncommitted one is rolled back when the file is next opened. See ``docs/sessions.md``.
+
+This module is the connection that writes and audits the ledger, and :func:`verify_ledger`; the
+file's tables and the chain's encoding are :mod:`opendp_sketch.ledger_format`, and the check of
+released sketches' witnesses is :mod:`opendp_sketch.ledger_witness`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import io
 import json
 import math
 import os
@@ -36,10 +39,36 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .ledger_format import (  # noqa: F401 - float_down is re-exported for older imports
+    DATASET_COLUMNS,
+    FORMAT,
+    HEADS,
+    RELEASE_COLUMNS,
+    SCHEMA,
+    V2_COLUMNS,
+    VERSION,
+    Checkpoint,
+    DatasetRecord,
+    Loss,
+    describe,
+    float_down,
+    float_up,
+    head_message,
+    heads_message,
+    read_heads,
+    release_message,
+    unit_of,
+    witness_message,
+)
+
+# the chain's two hashes, under module-level names that the audit and the writer look up (a test
+# intercepts the hashing through them)
+from .ledger_format import genesis_hash as _genesis
+from .ledger_format import release_hash as _release_hash
+from .ledger_witness import check_witnesses
 from .signing import check_key, sign, signature_matches
 
 __all__ = [
@@ -57,78 +86,6 @@ __all__ = [
 BUDGET_KINDS = ("epsilon", "epsilon_delta", "rho")
 #: seconds a writer waits for another process's release before giving up
 DEFAULT_TIMEOUT = 600.0
-_FORMAT = "opendp_sketch.ledger"
-_VERSION = "3"
-#: the meta row holding every signed dataset's release count and head hash, signed (version 3)
-_HEADS = "signed_heads"
-#: first element of every hashed record: a new encoding gets a new tag
-_CHAIN_TAG = "opendp_sketch.ledger/2"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS datasets (
-    dataset_id TEXT PRIMARY KEY,
-    budget TEXT NOT NULL CHECK (budget IN ('epsilon', 'epsilon_delta', 'rho')),
-    total_loss REAL NOT NULL CHECK (total_loss > 0),
-    total_delta REAL NOT NULL CHECK (total_delta >= 0 AND total_delta < 1),
-    spent_loss TEXT NOT NULL,
-    spent_delta TEXT NOT NULL,
-    created TEXT NOT NULL,
-    unit INTEGER NOT NULL DEFAULT 1 CHECK (unit >= 1),
-    signed INTEGER NOT NULL DEFAULT 0,
-    head TEXT NOT NULL DEFAULT '',
-    mac TEXT
-);
-CREATE TABLE IF NOT EXISTS releases (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    dataset_id TEXT NOT NULL REFERENCES datasets(dataset_id),
-    kind TEXT NOT NULL,
-    created TEXT NOT NULL,
-    d_in TEXT NOT NULL,
-    loss REAL NOT NULL CHECK (loss >= 0),
-    delta REAL NOT NULL CHECK (delta >= 0),
-    summary TEXT NOT NULL,
-    description TEXT,
-    result TEXT,
-    seq INTEGER,
-    prev_hash TEXT,
-    hash TEXT,
-    mac TEXT,
-    sketch_sha256 TEXT
-);
-CREATE TABLE IF NOT EXISTS sketches (
-    release_id INTEGER PRIMARY KEY REFERENCES releases(id),
-    map_kind TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    num_features INTEGER NOT NULL,
-    blob BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS postprocessing (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    release_id INTEGER NOT NULL REFERENCES releases(id),
-    created TEXT NOT NULL,
-    description TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS releases_by_dataset ON releases(dataset_id);
-"""
-
-#: columns a version-1 ledger lacks, in the order of the schema above
-_V2_COLUMNS = {
-    "datasets": [
-        "unit INTEGER NOT NULL DEFAULT 1 CHECK (unit >= 1)",
-        "signed INTEGER NOT NULL DEFAULT 0",
-        "head TEXT NOT NULL DEFAULT ''",
-        "mac TEXT",
-    ],
-    "releases": ["seq INTEGER", "prev_hash TEXT", "hash TEXT", "mac TEXT", "sketch_sha256 TEXT"],
-}
-_DATASET_COLUMNS = (
-    "dataset_id, budget, total_loss, total_delta, spent_loss, spent_delta, created, unit, signed, head, mac"
-)
-_RELEASE_COLUMNS = "id, seq, prev_hash, hash, mac, kind, created, d_in, loss, delta, summary, description, result, sketch_sha256"
-
-#: a loss as exact fractions: ``(ε or ρ, δ)``; δ is 0 unless the budget is (ε, δ)
-Loss = tuple[Fraction, Fraction]
 
 
 class LedgerError(ValueError):
@@ -149,124 +106,8 @@ class ReleaseFailedError(RuntimeError):
     loss was charged (the data had been read, so a free failure would be an oracle)."""
 
 
-def float_down(q: Fraction) -> float:
-    """The largest double ``≤ q`` (never reports more budget left than there is)."""
-    f = float(q)
-    return math.nextafter(f, -math.inf) if Fraction(f) > q else f
-
-
-def float_up(q: Fraction) -> float:
-    """The smallest double ``≥ q`` (never reports less budget spent than there was)."""
-    f = float(q)
-    return math.nextafter(f, math.inf) if Fraction(f) < q else f
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
-
-
-# -- the hash chain ------------------------------------------------------------------------------
-def _canonical(values: list[Any]) -> bytes:
-    """One byte string per record: JSON of a flat list, floats written exactly as hex."""
-    return json.dumps(values, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _hex(x: Any) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(f"{x!r} is not a number")
-    return float(x).hex()
-
-
-def _genesis(
-    ds: str, budget: str, total_loss: Any, total_delta: Any, unit: Any, signed: Any, created: str
-) -> str:
-    """The hash a dataset's chain starts from: it binds the budget, the unit and the signing mode."""
-    record = [_CHAIN_TAG, "dataset", ds, budget, _hex(total_loss), _hex(total_delta), unit, signed, created]
-    return hashlib.sha256(_canonical(record)).hexdigest()
-
-
-def _release_hash(prev: str, ds: str, seq: int, rid: int, row: tuple[Any, ...]) -> str:
-    """SHA-256 of a release row (``kind, created, d_in, loss, delta, summary, description, result,
-    sketch_sha256``) after the previous row's hash."""
-    kind, created, d_in, loss, delta, summary, description, result, sketch_sha = row
-    record = [_CHAIN_TAG, "release", prev, ds, seq, rid, kind, created, d_in, _hex(loss), _hex(delta)]
-    record += [summary, description, result, sketch_sha]
-    return hashlib.sha256(_canonical(record)).hexdigest()
-
-
-def _head_message(
-    ds: str, genesis: str, head: str, count: int, spent_loss: str, spent_delta: str, version: str = _VERSION
-) -> bytes:
-    """What a dataset row's signature covers: its chain's start and end, length and spent cache.
-    Version 3 signs a different tag: a version-3 record kept in the ledger's signed heads cannot
-    pass for a version-2 one (which had none), so the heads cannot be dropped by a downgrade."""
-    kind = "head" if version == "2" else "head/3"
-    return _canonical([_CHAIN_TAG, kind, ds, genesis, head, count, spent_loss, spent_delta])
-
-
-def _heads_message(heads: dict[str, list[Any]]) -> bytes:
-    """What the ledger's signed heads cover: every signed dataset's ``[release count, head hash]``."""
-    return _canonical([_CHAIN_TAG, "heads", sorted([ds, int(c), str(h)] for ds, (c, h) in heads.items())])
-
-
-def _witness_message(ds: str, after: int, head: str, nonce: str) -> bytes:
-    """What a released sketch's ledger witness covers: its dataset, the release count and head
-    hash of the chain it was appended to, and a random nonce (kept in the stored sketch too, so
-    another release appended at the same place after a rollback is told apart)."""
-    return _canonical([_CHAIN_TAG, "witness", ds, int(after), str(head), str(nonce)])
-
-
-def _read_heads(con: sqlite3.Connection, key: bytes | None) -> tuple[dict[str, list[Any]] | None, list[str]]:
-    """The ledger's signed heads (``None`` if the row is absent) and, with ``key``, any problem
-    with their signature."""
-    row = con.execute("SELECT value FROM meta WHERE key = ?", (_HEADS,)).fetchone()
-    if row is None:
-        return None, []
-    try:
-        stored = json.loads(row[0])
-        heads = {str(k): [int(v[0]), str(v[1])] for k, v in stored["heads"].items()}
-        mac = stored.get("mac")
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
-        return {}, ["the ledger's signed heads are not valid: the meta table was modified"]
-    if key is not None and heads and not signature_matches(key, _heads_message(heads), mac):
-        return heads, ["the ledger's signed heads do not match the key: the meta table was modified"]
-    return heads, []
-
-
-def _release_message(row_hash: str) -> bytes:
-    return _canonical([_CHAIN_TAG, "release-signature", row_hash])
-
-
-def _unit_of(d_in: str) -> int | None:
-    """The integer privacy unit a recorded ``d_in`` stands for (``None`` if it is not one)."""
-    try:
-        value = float(d_in)
-    except (TypeError, ValueError):
-        return None
-    return int(value) if value.is_integer() and value >= 1 else None
-
-
-@dataclass(frozen=True)
-class DatasetRecord:
-    """A dataset's budget kind, total, privacy unit and spent budget (exact, from its hash chain)."""
-
-    dataset_id: str
-    budget: str
-    total: Loss
-    spent: Loss
-    unit: int = 1
-    signed: bool = False
-    head: str = ""
-    releases: int = 0
-    genesis: str = ""
-
-    @property
-    def remaining(self) -> Loss:
-        return (self.total[0] - self.spent[0], self.total[1] - self.spent[1])
-
-
-#: where an earlier audit stopped: the id of the last row it checked and the record it computed
-Checkpoint = tuple[int, "DatasetRecord"]
 
 
 def _audit(
@@ -274,7 +115,7 @@ def _audit(
     dataset_id: str,
     key: bytes | None,
     since: Checkpoint | None = None,
-    version: str = _VERSION,
+    version: str = VERSION,
 ) -> tuple[DatasetRecord | None, list[str], int]:
     """``dataset_id``'s record with the spent budget recomputed from its chained rows, every
     problem found (an empty list when the chain, the stored cache and, with ``key``, the
@@ -284,7 +125,7 @@ def _audit(
     With ``since``, the rows up to its id are not re-hashed: their count and last hash must be
     unchanged, and the spent budget continues from the checkpoint's (computed, never stored)."""
     row = con.execute(
-        f"SELECT {_DATASET_COLUMNS} FROM datasets WHERE dataset_id = ?", (dataset_id,)
+        f"SELECT {DATASET_COLUMNS} FROM datasets WHERE dataset_id = ?", (dataset_id,)
     ).fetchone()
     if row is None:
         return None, [], 0
@@ -314,7 +155,7 @@ def _audit(
             )
         prev, checked, spent = known.head, known.releases, list(known.spent)
     rows = con.execute(
-        f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE dataset_id = ? AND id > ? ORDER BY id", (ds, last_id)
+        f"SELECT {RELEASE_COLUMNS} FROM releases WHERE dataset_id = ? AND id > ? ORDER BY id", (ds, last_id)
     ).fetchall()
     for position, (rid, seq, prev_hash, row_hash, row_mac, *content) in enumerate(rows, start=checked + 1):
         last_id = rid
@@ -343,13 +184,9 @@ def _audit(
             continue
         if row_hash != expected:
             problems.append(f"{label}: its contents do not match its hash: the row was modified")
-        if (
-            key is not None
-            and signed == 1
-            and not signature_matches(key, _release_message(expected), row_mac)
-        ):
+        if key is not None and signed == 1 and not signature_matches(key, release_message(expected), row_mac):
             problems.append(f"{label}: its signature is missing or does not match the key")
-        if _unit_of(content[2]) != unit:
+        if unit_of(content[2]) != unit:
             problems.append(
                 f"{label}: released at d_in={content[2]}, not at the dataset's privacy unit ({unit}): "
                 "its loss is not a loss of the unit (a version-1 ledger mixing units under-records)"
@@ -379,13 +216,13 @@ def _audit(
         key is not None
         and signed == 1
         and not signature_matches(
-            key, _head_message(ds, genesis, head, checked + len(rows), sl, sd, version), mac
+            key, head_message(ds, genesis, head, checked + len(rows), sl, sd, version), mac
         )
     ):
         problems.append(f"{where}: the dataset record's signature is missing or does not match the key")
     count = checked + len(rows)
     if key is not None and signed == 1 and version != "2":
-        heads, trouble = _read_heads(con, key)
+        heads, trouble = read_heads(con, key)
         problems += trouble
         kept = (heads or {}).get(ds)
         if kept is None:
@@ -469,23 +306,23 @@ class Ledger:
         if tables and "meta" not in tables:
             raise LedgerError(f"{self.path}: an SQLite file that is not an opendp_sketch ledger")
         meta = dict(con.execute("SELECT key, value FROM meta")) if tables else {}
-        if meta.get("format") == _FORMAT and meta.get("version") == "1":
+        if meta.get("format") == FORMAT and meta.get("version") == "1":
             self._upgrade_from_v1(con)
             meta["version"] = "2"
-        if meta.get("format") == _FORMAT and meta.get("version") == "2":
+        if meta.get("format") == FORMAT and meta.get("version") == "2":
             self._upgrade_from_v2(con)
-        for statement in _SCHEMA.split(";"):
+        for statement in SCHEMA.split(";"):
             if statement.strip():
                 con.execute(statement)
         fresh = not tables
-        con.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('version', ?)", (_FORMAT, _VERSION))
+        con.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('version', ?)", (FORMAT, VERSION))
         if fresh:
-            con.execute("INSERT INTO meta VALUES (?, ?)", (_HEADS, json.dumps({"heads": {}, "mac": None})))
+            con.execute("INSERT INTO meta VALUES (?, ?)", (HEADS, json.dumps({"heads": {}, "mac": None})))
         meta = dict(con.execute("SELECT key, value FROM meta"))
-        if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise LedgerError(
                 f"{self.path}: ledger format {meta.get('format')!r} version {meta.get('version')!r} "
-                f"is not supported (expected {_FORMAT!r} version {_VERSION})"
+                f"is not supported (expected {FORMAT!r} version {VERSION})"
             )
 
     def _upgrade_from_v1(self, con: sqlite3.Connection) -> None:
@@ -496,7 +333,7 @@ class Ledger:
         unit becomes the largest ``d_in`` recorded; a dataset whose releases used several units
         then fails its audit (its losses under-record) and cannot be released from.
         """
-        for table, columns in _V2_COLUMNS.items():
+        for table, columns in V2_COLUMNS.items():
             for column in columns:
                 con.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
         signed = int(self._key is not None)
@@ -517,7 +354,7 @@ class Ledger:
                     f"{self.path}: version-1 dataset {ds!r} records spent ({sl}, {sd}) but its releases sum to "
                     f"({summed[0]}, {summed[1]}); the file is inconsistent and is not upgraded"
                 )
-            unit = max([u for u in (_unit_of(r[3]) for r in rows) if u is not None], default=1)
+            unit = max([u for u in (unit_of(r[3]) for r in rows) if u is not None], default=1)
             prev = genesis = _genesis(ds, budget, tl, td, unit, signed, created)
             for seq, (
                 rid,
@@ -536,10 +373,10 @@ class Ledger:
                 row_hash = _release_hash(prev, ds, seq, rid, content)
                 con.execute(
                     "UPDATE releases SET seq = ?, prev_hash = ?, hash = ?, mac = ?, sketch_sha256 = ? WHERE id = ?",
-                    (seq, prev, row_hash, self._sign(_release_message(row_hash)), digest, rid),
+                    (seq, prev, row_hash, self._sign(release_message(row_hash)), digest, rid),
                 )
                 prev = row_hash
-            mac = self._sign(_head_message(ds, genesis, prev, len(rows), sl, sd, "2"))
+            mac = self._sign(head_message(ds, genesis, prev, len(rows), sl, sd, "2"))
             con.execute(
                 "UPDATE datasets SET unit = ?, signed = ?, head = ?, mac = ? WHERE dataset_id = ?",
                 (unit, signed, prev, mac, ds),
@@ -572,20 +409,20 @@ class Ledger:
             sl, sd = con.execute(
                 "SELECT spent_loss, spent_delta FROM datasets WHERE dataset_id = ?", (ds,)
             ).fetchone()
-            mac = self._sign(_head_message(ds, record.genesis, record.head, record.releases, sl, sd))
+            mac = self._sign(head_message(ds, record.genesis, record.head, record.releases, sl, sd))
             con.execute("UPDATE datasets SET mac = ? WHERE dataset_id = ?", (mac, ds))
             heads[ds] = [record.releases, record.head]
-        value = {"heads": heads, "mac": self._sign(_heads_message(heads)) if heads else None}
-        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_HEADS, json.dumps(value)))
-        con.execute("UPDATE meta SET value = ? WHERE key = 'version'", (_VERSION,))
+        value = {"heads": heads, "mac": self._sign(heads_message(heads)) if heads else None}
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (HEADS, json.dumps(value)))
+        con.execute("UPDATE meta SET value = ? WHERE key = 'version'", (VERSION,))
 
     def _keep_head(self, con: sqlite3.Connection, ds: str, count: int, head: str) -> None:
         """Record a signed dataset's new release count and head in the ledger's signed heads."""
-        heads, _ = _read_heads(con, None)
+        heads, _ = read_heads(con, None)
         heads = dict(heads or {})
         heads[ds] = [int(count), str(head)]
-        value = {"heads": heads, "mac": self._sign(_heads_message(heads))}
-        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_HEADS, json.dumps(value)))
+        value = {"heads": heads, "mac": self._sign(heads_message(heads))}
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (HEADS, json.dumps(value)))
 
     def witness(self, ds: str, after: int, head: str) -> dict[str, Any] | None:
         """A released sketch's ledger witness (with a key): it was appended to ``ds``'s chain
@@ -598,7 +435,7 @@ class Ledger:
             "after": int(after),
             "head": str(head),
             "nonce": nonce,
-            "mac": self._sign(_witness_message(ds, after, head, nonce)),
+            "mac": self._sign(witness_message(ds, after, head, nonce)),
         }
 
     def _sign(self, message: bytes) -> str | None:
@@ -696,7 +533,7 @@ class Ledger:
         with self.transaction() as con:
             rec = self.dataset(dataset_id, con, full=True)
             if rec is None and self._key is not None:
-                heads, trouble = _read_heads(con, self._key)
+                heads, trouble = read_heads(con, self._key)
                 if trouble:
                     raise _tamper_error(self.path, trouble)
                 if dataset_id in (heads or {}):
@@ -719,7 +556,7 @@ class Ledger:
                     dataset_id, budget, float(total[0]), float(total[1]), unit, signed, created
                 )
                 con.execute(
-                    f"INSERT INTO datasets ({_DATASET_COLUMNS}) VALUES (?, ?, ?, ?, '0', '0', ?, ?, ?, ?, ?)",
+                    f"INSERT INTO datasets ({DATASET_COLUMNS}) VALUES (?, ?, ?, ?, '0', '0', ?, ?, ?, ?, ?)",
                     (
                         dataset_id,
                         budget,
@@ -729,7 +566,7 @@ class Ledger:
                         unit,
                         signed,
                         genesis,
-                        self._sign(_head_message(dataset_id, genesis, genesis, 0, "0", "0")),
+                        self._sign(head_message(dataset_id, genesis, genesis, 0, "0", "0")),
                     ),
                 )
                 if signed:
@@ -811,8 +648,8 @@ class Ledger:
         )
         row_hash = _release_hash(rec.head, rec.dataset_id, seq, rid, content)
         con.execute(
-            f"INSERT INTO releases (dataset_id, {_RELEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rec.dataset_id, rid, seq, rec.head, row_hash, self._sign(_release_message(row_hash)), *content),
+            f"INSERT INTO releases (dataset_id, {RELEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rec.dataset_id, rid, seq, rec.head, row_hash, self._sign(release_message(row_hash)), *content),
         )
         if sketch is not None:
             con.execute("INSERT INTO sketches VALUES (?, ?, ?, ?, ?)", (rid, *sketch))
@@ -823,7 +660,7 @@ class Ledger:
                 sl,
                 sd,
                 row_hash,
-                self._sign(_head_message(rec.dataset_id, rec.genesis, row_hash, seq, sl, sd)),
+                self._sign(head_message(rec.dataset_id, rec.genesis, row_hash, seq, sl, sd)),
                 rec.dataset_id,
             ),
         )
@@ -873,19 +710,6 @@ class Ledger:
         return self._con.execute(sql, params).fetchall()
 
 
-def describe(budget: str, loss: Any) -> str:
-    """``ε = 0.5``, ``(ε, δ) = (0.5, 1e-06)`` or ``ρ = 0.1``; fractions shown rounded up."""
-
-    def up(v: Any) -> float:
-        return v if isinstance(v, float) and not math.isfinite(v) else float_up(Fraction(v))
-
-    if budget == "epsilon":
-        return f"ε = {up(loss[0]):g}"
-    if budget == "rho":
-        return f"ρ = {up(loss[0]):g}"
-    return f"(ε, δ) = ({up(loss[0]):g}, {up(loss[1]):g})"
-
-
 def read_only_uri(path: str | os.PathLike[str]) -> str:
     """An SQLite URI opening ``path`` read-only, every special character percent-encoded.
 
@@ -928,10 +752,10 @@ def verify_ledger(
         integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
         version = dict(con.execute("SELECT key, value FROM meta")).get("version")
         out: dict[str, Any] = {"integrity": integrity, "version": version, "datasets": {}, "problems": []}
-        if version != _VERSION:
+        if version != VERSION:
             out["problems"].append(
                 f"ledger version {version!r} has no hash chain to verify: open it once with Session.open to "
-                f"upgrade it to version {_VERSION}"
+                f"upgrade it to version {VERSION}"
             )
         else:
             names = [
@@ -941,7 +765,7 @@ def verify_ledger(
                 out["datasets"][ds] = _verify_dataset(con, ds, secret)
                 out["problems"] += out["datasets"][ds]["problems"]
             if secret is not None:
-                heads, trouble = _read_heads(con, secret)
+                heads, trouble = read_heads(con, secret)
                 out["problems"] += trouble
                 if heads is None:
                     out["problems"].append(
@@ -952,77 +776,11 @@ def verify_ledger(
                         f"dataset {ds!r} is in the ledger's signed heads ({(heads or {})[ds][0]} release(s)) but "
                         "its record is gone: it was deleted"
                     )
-            out["problems"] += _check_witnesses(con, witnesses, secret)
+            out["problems"] += check_witnesses(con, witnesses, secret)
         out["ok"] = integrity == "ok" and not out["problems"]
         return out
     finally:
         con.close()
-
-
-def _witness_of(item: Any) -> Any:
-    """A witness dict from a ``Sketch``, a sketch file or the dict itself."""
-    if isinstance(item, dict):
-        return item
-    if isinstance(item, (str, os.PathLike)):
-        from .sketch import Sketch
-
-        item = Sketch.load(item)
-    privacy = getattr(item, "privacy", None)
-    return privacy.get("ledger") if isinstance(privacy, dict) else None
-
-
-def _stored_nonce(blob: Any) -> str | None:
-    """The witness nonce inside a stored sketch's bytes (``None`` if it has none)."""
-    if blob is None:
-        return None
-    try:
-        from .sketch import Sketch
-
-        found = Sketch.load(io.BytesIO(bytes(blob))).privacy.get("ledger")  # type: ignore[arg-type]
-        return str(found["nonce"]) if isinstance(found, dict) else None
-    except Exception:  # noqa: BLE001 - unreadable bytes hold no nonce (verify reports them)
-        return None
-
-
-def _check_witnesses(con: sqlite3.Connection, witnesses: Any, key: bytes | None) -> list[str]:
-    """Problems shown by released sketches' ledger witnesses: each must be signed with ``key``,
-    and its release must be in the chain (the row after ``after`` releases follows ``head``)."""
-    items = list(witnesses or ())
-    if items and key is None:
-        raise ValueError("witnesses are signed: give the key (key=...) to check them")
-    problems = []
-    for n, item in enumerate(items, 1):
-        w = _witness_of(item)
-        label = f"witness {n}"
-        try:
-            ds, after, head, nonce = str(w["dataset"]), int(w["after"]), str(w["head"]), str(w["nonce"])
-            mac = w.get("mac")
-        except (TypeError, KeyError, ValueError):
-            problems.append(
-                f"{label}: not a ledger witness (a sketch released by a signed Session carries one)"
-            )
-            continue
-        if key is None or not signature_matches(key, _witness_message(ds, after, head, nonce), mac):
-            problems.append(f"{label}: its signature does not match the key")
-            continue
-        row = con.execute(
-            "SELECT r.prev_hash, s.blob FROM releases r LEFT JOIN sketches s ON s.release_id = r.id "
-            "WHERE r.dataset_id = ? AND r.seq = ?",
-            (ds, after + 1),
-        ).fetchone()
-        if row is not None and _stored_nonce(row[1]) != nonce:
-            row = (None, None)  # another release at that place
-        if row is None:
-            problems.append(
-                f"{label}: dataset {ds!r} released this sketch as its release {after + 1}, but the ledger no longer "
-                "holds that release: the ledger was rolled back (restored from an older copy) or the dataset deleted"
-            )
-        elif row[0] != head:
-            problems.append(
-                f"{label}: dataset {ds!r} released this sketch as its release {after + 1}, but the chain there "
-                "follows another history: the ledger was rolled back and released from again"
-            )
-    return problems
 
 
 def _verify_dataset(con: sqlite3.Connection, ds: str, key: bytes | None) -> dict[str, Any]:
