@@ -85,7 +85,7 @@ from .release import (
     then_private_spark_sketch,
 )
 from .report import write_report
-from .schema import Boolean, Categorical, Numeric, Schema
+from .schema import Boolean, Categorical, Date, Datetime, Numeric, Schema
 from .session import (
     LedgerBusyError,
     LedgerError,
@@ -150,6 +150,8 @@ __all__ = [
     "Schema",
     "write_report",
     "Numeric",
+    "Date",
+    "Datetime",
     "Categorical",
     "Boolean",
     "auto_feature_map",

@@ -609,7 +609,13 @@ def _query(args: argparse.Namespace) -> int:
     for spec in args.cdf or []:
         col, _, pts = spec.partition("=")
         _check_column(col, names, "--cdf", f"--cdf {spec!r} must be COL=T1,T2, e.g. age=30,40")
-        points = _parse_points(pts, f"--cdf {spec!r}")
+        if schema is not None and getattr(schema[col], "time", None):  # dates as ISO text
+            try:
+                points = schema.as_numbers(col, [p.strip() for p in pts.split(",")]).tolist()
+            except ValueError as e:
+                raise ValueError(f"--cdf {spec!r}: {e}") from None
+        else:
+            points = _parse_points(pts, f"--cdf {spec!r}")
         if any(math.isnan(t) for t in points):
             raise ValueError(f"--cdf {spec!r}: points must be numbers, not NaN")
         cdfs.append((col, points))
@@ -641,12 +647,17 @@ def _query(args: argparse.Namespace) -> int:
     def answer(value: Any, i: int | None = None) -> dict[str, object]:
         """The value, and with --interval its bounds and whether a released block holds it."""
         pick = (lambda a: a) if i is None else (lambda a: a[i])  # noqa: E731
+
+        def number(a: Any) -> Any:  # dates (quantiles of a date column) as ISO text
+            v = pick(a)
+            return str(v) if isinstance(v, np.datetime64) else float(v)
+
         if not hasattr(value, "low"):
-            return {"value": float(pick(value))}
+            return {"value": number(value)}
         return {
-            "value": float(pick(value.value)),
-            "low": float(pick(value.low)),
-            "high": float(pick(value.high)),
+            "value": number(value.value),
+            "low": number(value.low),
+            "high": number(value.high),
             "supported": bool(pick(value.supported)),
         }
 
@@ -654,7 +665,12 @@ def _query(args: argparse.Namespace) -> int:
         means = est.mean(interval=level) if level else est.mean()
         for j, (c, v) in enumerate(zip(est.columns, means.value if level else means)):
             if np.isfinite(v):  # categorical columns have shares, not means
-                rows.append({"query": "mean", "column": c, "point": None, **answer(means, j)})
+                row = {"query": "mean", "column": c, "point": None, **answer(means, j)}
+                if schema is not None and getattr(schema[c], "time", None):  # a mean date as a date
+                    row.update(
+                        {k: str(schema[c].as_time(row[k])) for k in ("value", "low", "high") if k in row}
+                    )
+                rows.append(row)
     for col in args.shares or []:
         for row in est.shares(col, interval=level).iter_rows(named=True):
             bounds = {k: row[k] for k in ("low", "high", "supported") if k in row}
@@ -678,7 +694,12 @@ def _query(args: argparse.Namespace) -> int:
     for col, points in cdfs:
         cdf = est.cdf(col, points, interval=level) if level else est.cdf(col, points)
         for i, t in enumerate(points):
-            rows.append({"query": "cdf", "column": col, "point": t, **answer(cdf, i)})
+            shown = (
+                str(schema[col].as_time(t))
+                if schema is not None and getattr(schema[col], "time", None)
+                else t
+            )
+            rows.append({"query": "cdf", "column": col, "point": shown, **answer(cdf, i)})
     for col, levels in quantiles:
         quant = est.quantile(col, levels, interval=level) if level else est.quantile(col, levels)
         for i, q in enumerate(levels):
@@ -712,9 +733,9 @@ def _query(args: argparse.Namespace) -> int:
         for r in rows:
             labelled = r["query"] in ("share", "group_mean")  # a None label is the null category
             where = f" at {r['point']}" if r["point"] is not None else " at (null)" if labelled else ""
-            band = f"  [{r['low']:.6g}, {r['high']:.6g}]" if r.get("low") is not None else ""
+            band = f"  [{_shown(r['low'])}, {_shown(r['high'])}]" if r.get("low") is not None else ""
             flag = "  (not supported: a bound)" if r.get("supported") is False else ""
-            print(f"{r['query']:>10} {r['column'] or '':<24}{where}: {r['value']:.6g}{band}{flag}")
+            print(f"{r['query']:>10} {r['column'] or '':<24}{where}: {_shown(r['value'])}{band}{flag}")
         if any(r.get("supported") is False for r in rows):
             print(
                 "not supported: no released block holds this answer (e.g. columns whose joint marginal "
@@ -723,6 +744,11 @@ def _query(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+def _shown(value: Any) -> str:
+    """An answer as printed: numbers to 6 significant digits, dates as they are."""
+    return f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
 
 
 def _warn_if_group_is_noise(sk: Any, group: str, share: float) -> None:

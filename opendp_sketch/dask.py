@@ -384,7 +384,7 @@ def _encoded(block: Any, schema: Schema) -> Any:
     """A pandas partition as the Polars frame the schema reads (text columns value by value)."""
     from .tables import as_frame
 
-    return as_frame(block[list(schema.columns)]).collect()
+    return as_frame(block[list(schema.data_columns)]).collect()
 
 
 def _partition_table_stats(block: Any, config: tuple) -> tuple[list[int], int, dict[str, dict[str, int]]]:
@@ -422,7 +422,7 @@ def _table_sum_and_count(
 
     config = dask.delayed((feature_map, schema.to_dict(), n_jobs, found is not None), traverse=False)
     task = dask.delayed(_partition_table_stats, pure=True)
-    results = dask.compute(*[task(block, config) for block in data[list(schema.columns)].to_delayed()])
+    results = dask.compute(*[task(block, config) for block in data[list(schema.data_columns)].to_delayed()])
     acc = Accumulator(feature_map.num_features)
     for part, _, _ in results:
         acc.add_exact(part)
@@ -501,7 +501,7 @@ def check_dask_table_types(data: Any, schema: Schema) -> None:
     if not _is_dask_frame(data):
         raise ValueError(f"data must be a dask.dataframe.DataFrame, got {type(data).__name__}")
     columns = [str(c) for c in data.columns]
-    repeated = sorted({c for c in schema.columns if columns.count(c) > 1})
+    repeated = sorted({c for c in schema.data_columns if columns.count(c) > 1})
     if repeated:
         raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
     meta = data._meta  # the empty pandas frame of the collection's types
@@ -522,7 +522,7 @@ def check_dask_table(data: Any, schema: Schema) -> int:
     check_dask_table_types(data, schema)
     task = dask.delayed(_partition_problems, pure=True)
     spec = schema.to_dict()
-    results = dask.compute(*[task(block, spec) for block in data[list(schema.columns)].to_delayed()])
+    results = dask.compute(*[task(block, spec) for block in data[list(schema.data_columns)].to_delayed()])
     found = sum_problems(r[0] for r in results)
     rows = sum(r[1] for r in results)
     if rows == 0:

@@ -337,11 +337,14 @@ def auto_blocks(
     bound_cells: float | None,
     pairs: str = "rule",
     targets: Sequence[int] = (),
+    links: Sequence[tuple[int, int]] = (),
 ) -> tuple[Marginals, list[int]]:
     """:func:`auto_marginals` before the weighting: every 1-way and 2-way block at the chosen
     bins, and the indices of the blocks the rule keeps (every 1-way block among them). With
     ``targets`` (a schema's declared model targets), the rule also keeps every pair holding a
-    target, whatever its cells' signal: a model needs how each feature varies with it."""
+    target, whatever its cells' signal: a model needs how each feature varies with it. Each
+    pair in ``links`` (a numeric column and its null state) is always kept too: it says which
+    rows are null, so the column's statistics among the others come back."""
     pairs = check_pairs(pairs)
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
         1.0 <= one_way_weight <= 1024.0
@@ -365,9 +368,14 @@ def auto_blocks(
         return [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
 
     wanted = set(targets)
+    linked = {tuple(sorted(p)) for p in links}
 
     def with_targets(fm: Marginals, keep: list[int]) -> list[int]:
-        extra = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 2 and wanted & set(b.subset)]
+        extra = [
+            i
+            for i, b in enumerate(fm.blocks)
+            if len(b.subset) == 2 and (wanted & set(b.subset) or tuple(sorted(b.subset)) in linked)
+        ]
         return sorted(set(keep) | set(extra))
 
     given = [epsilon, delta, rho]
@@ -543,6 +551,7 @@ def schema_blocks(
         bound_cells=None,
         pairs=pairs,
         targets=[schema.columns.index(t) for t in getattr(schema, "targets", [])],
+        links=[(schema.columns.index(c), schema.columns.index(z)) for c, z in schema.null_states.items()],
     )
 
 

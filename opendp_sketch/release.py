@@ -1057,7 +1057,7 @@ def make_table_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp
     if not isinstance(desc, TableDomain) or isinstance(desc, (DaskTableDomain, SparkTableDomain)):
         raise ValueError("make_table_row_count needs table_domain(schema) (a table in memory or in files)")
     require_symmetric(input_metric)
-    names = list(desc.schema.columns)
+    names = list(desc.schema.data_columns)
 
     def count(data: Any) -> int:
         import polars as pl
@@ -1133,7 +1133,7 @@ def make_row_estimated_sketch(
     def drive(queryable: Any) -> Sketch:
         noisy = int(queryable(count_of(count_scale)))
         rows = max(1, noisy)  # post-processing of the released count
-        planned = Schema({c: schema[c] for c in schema.columns}, rows=rows, targets=schema.targets)
+        planned = Schema({c: schema[c] for c in schema.data_columns}, rows=rows, targets=schema.targets)
         full, keep = schema_blocks(
             planned,
             **base.kwargs(),
@@ -1354,7 +1354,7 @@ def _checked_table(data: Any, schema: Schema, backend: str) -> tuple[Any, dp.Dom
     from .tables import as_frame, table_domain
 
     # the curator reads the table as the measurement will (a CSV file line by line, as text)
-    frame = as_frame(data, schema.columns, text_csv=True)
+    frame = as_frame(data, schema.data_columns, text_csv=True)
     if isinstance(data, (str, os.PathLike)) and str(data).lower().endswith(".csv"):
         from .streaming import csv_quoted_lines
 

@@ -589,7 +589,7 @@ def table_sum_and_count_spark(
     desc = getattr(input_domain, "descriptor", None)
     if not isinstance(desc, SparkTableDomain):
         raise ValueError(f"input_domain ({input_domain}) must be a spark_table_domain(schema)")
-    names = list(desc.schema.columns)
+    names = list(desc.schema.data_columns)
     schema_spec = json.dumps(desc.schema.to_dict())
     return _table_sum_and_count(
         data, names, _portable(feature_map), schema_spec, feature_map.num_features, n_jobs, found
@@ -627,7 +627,7 @@ def make_spark_table_sum_and_count(
         input_domain, input_metric, feature_map, n_jobs, SparkTableDomain, "spark_table_domain(schema)"
     )
     spec, schema_spec, m = _portable(feature_map), json.dumps(desc.schema.to_dict()), feature_map.num_features
-    names = list(desc.schema.columns)
+    names = list(desc.schema.data_columns)
     return pair_transformation(
         input_domain,
         input_metric,
@@ -671,7 +671,7 @@ def check_spark_table_types(data: Any, schema: Schema) -> None:
         raise ValueError(f"data must be a pyspark.sql.DataFrame, got {type(data).__name__}")
     check_local_workers(data)
     columns = [str(c) for c in data.columns]
-    repeated = sorted({c for c in schema.columns if columns.count(c) > 1})
+    repeated = sorted({c for c in schema.data_columns if columns.count(c) > 1})
     if repeated:
         raise ValueError(f"columns {repeated} occur more than once in the data: rename them")
     schema.check_dtypes({c: _polars_dtype(t) for c, t in _column_types(data).items()})
@@ -687,7 +687,7 @@ def check_spark_table(data: Any, schema: Schema) -> int:
     """
     check_spark_table_types(data, schema)
     task = functools.partial(_partition_problems, schema_spec=json.dumps(schema.to_dict()))
-    results = data.select(*_table_columns(schema.columns)).mapInArrow(task, _PROBLEMS_SCHEMA).collect()
+    results = data.select(*_table_columns(schema.data_columns)).mapInArrow(task, _PROBLEMS_SCHEMA).collect()
     found = sum_problems(json.loads(r["problems"]) for r in results)
     rows = sum(int(r["rows"]) for r in results)
     if rows == 0:

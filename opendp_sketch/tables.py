@@ -243,8 +243,8 @@ def _object_text(values: np.ndarray) -> pl.Series:
     number its real part when it has no imaginary part, as pandas turns a whole column complex
     for one complex value, and null otherwise) and anything
     else its ``str``. The schema then parses each value for its column: a number from ``"41"``, a
-    label from ``"South"``, and ``null`` from what does not parse. Dates and times read as null
-    (a property of their type: typed columns read them as null too).
+    label from ``"South"``, and ``null`` from what does not parse. Dates and datetimes read as
+    their ISO text (as typed Date and Datetime columns do); times of day and durations as null.
 
     >>> _object_text(np.array([1, "a", None, 2**70, b"\\xff", True, float("nan")], dtype=object)).to_list()[:4]
     ['1', 'a', None, '1180591620717411303424']
@@ -258,6 +258,18 @@ def _object_text(values: np.ndarray) -> pl.Series:
         except Exception:  # noqa: BLE001 - an object whose text fails reads as null
             out.append(None)
     return pl.Series(out, dtype=pl.String)
+
+
+def iso_text(v: datetime.datetime) -> str:
+    """A datetime as the text a typed Datetime column gives (:func:`~opendp_sketch.schema`'s
+    readers): UTC when it has a time zone, ``YYYY-MM-DDTHH:MM:SS.ffffff``.
+
+    >>> iso_text(datetime.datetime(2024, 1, 1, 6, tzinfo=datetime.timezone(datetime.timedelta(hours=2))))
+    '2024-01-01T04:00:00.000000'
+    """
+    if v.tzinfo is not None:
+        v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}.{v.microsecond:06d}"
 
 
 def _value_text(v: Any) -> str | None:
@@ -280,7 +292,15 @@ def _value_text(v: Any) -> str | None:
         return None if f != f else repr(f)
     if isinstance(v, (complex, np.complexfloating)):  # pandas makes a whole column complex for one
         return repr(float(v.real)) if v.imag == 0 and v.real == v.real else None
-    if isinstance(v, (datetime.date, datetime.time, datetime.timedelta, np.datetime64, np.timedelta64)):
+    if isinstance(v, np.datetime64):
+        v = v.astype("datetime64[us]").item()  # a datetime, or an int outside Python's range
+        if not isinstance(v, datetime.datetime):
+            return None
+    if isinstance(v, datetime.datetime):
+        return iso_text(v)
+    if isinstance(v, datetime.date):
+        return f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
+    if isinstance(v, (datetime.time, datetime.timedelta, np.timedelta64)):
         return None
     text = str(v)
     return text.encode("utf-8", "replace").decode("utf-8")
@@ -314,26 +334,29 @@ def encode_rows(schema: Schema, X: Any, columns: Sequence[str] | None = None) ->
     unknown = [c for c in names if c not in schema.columns]
     if unknown:
         raise ValueError(f"columns {unknown} are not in the schema ({schema.columns})")
+    # the table columns the coordinates are read from (a null state is read from its column)
+    need = list(dict.fromkeys(schema.source(c) for c in names))
+    every = schema.data_columns
     if isinstance(X, (list, tuple)) or (isinstance(X, np.ndarray)):
         arr = np.asarray(X, dtype=object)
-        if arr.ndim == 1 and len(names) == 1:
+        if arr.ndim == 1 and len(need) == 1:
             arr = arr[:, None]
-        if arr.ndim != 2 or arr.shape[1] not in (len(names), len(schema)):
+        if arr.ndim != 2 or arr.shape[1] not in (len(need), len(every)):
             raise ValueError(
-                f"an array of rows must have {len(names)} columns ({names}) or one per schema column "
-                f"({len(schema)}), got shape {arr.shape}; or pass a DataFrame with the columns by name"
+                f"an array of rows must have {len(need)} columns ({need}) or one per schema column "
+                f"({len(every)}), got shape {arr.shape}; or pass a DataFrame with the columns by name"
             )
-        order = names if arr.shape[1] == len(names) else schema.columns
+        order = need if arr.shape[1] == len(need) else every
         frame = as_frame(arr, order).collect()
     else:
         frame = as_frame(X).collect()
-    missing = [c for c in names if c not in frame.columns]
+    missing = [c for c in need if c not in frame.columns]
     if missing:
-        raise ValueError(f"the rows lack columns {missing} (the model reads {names})")
-    rest = [pl.lit(None).alias(c) for c in schema.columns if c not in names]
-    frame = frame.select([pl.col(c) for c in names] + rest).select(schema.columns)
-    part = Schema({c: schema[c] for c in names})
-    part.refuse(part.problems(frame.select(names)))
+        raise ValueError(f"the rows lack columns {missing} (the model reads {need})")
+    rest = [pl.lit(None).alias(c) for c in every if c not in need]
+    frame = frame.select([pl.col(c) for c in need] + rest).select(every)
+    part = Schema({c: schema[c] for c in need})
+    part.refuse(part.problems(frame.select(need)))
     index = [schema.columns.index(c) for c in names]
     return schema.encode(frame)[:, index]
 
@@ -392,7 +415,7 @@ def make_table_sum_and_count(
     check_chunking(chunk_rows, n_jobs)
     schema: Schema = desc.schema
     lo, hi = desc.bounds
-    names = list(schema.columns)
+    names = list(schema.data_columns)
 
     def function(data: Any) -> tuple[np.ndarray, int]:
         lf = as_frame(data, names, text_csv=True)

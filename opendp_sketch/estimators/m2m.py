@@ -326,6 +326,38 @@ class M2M(ForgetsCallInput):
                 lo[j], hi[j] = col.lower, col.upper
         return X, lo, hi
 
+    def _kept(self, j: int, user: np.ndarray | None = None) -> np.ndarray | None:
+        """``1`` where column ``j``'s value is present, ``0`` where its null state is on (rows of
+        ``user``, default the samples); ``None`` for a column without a null state. A column's
+        numbers, CDF, quantiles and group means are among its non-null rows."""
+        if self.schema is None:
+            return None
+        companion = self.schema.null_states.get(self.columns[j])
+        if companion is None:
+            return None
+        X = self._user if user is None else user
+        return (X[:, self.schema.columns.index(companion)] < 0.5).astype(np.float64)
+
+    def _ratio(
+        self, num: np.ndarray, den: np.ndarray, shape: tuple[int, ...], interval: float, probe: Any
+    ) -> Interval:
+        """An answer ``E[num]/E[den]`` (a statistic among the rows ``den`` selects) with an interval:
+        each expectation is bracketed at level ``1 − α/2`` (so both hold with probability
+        ``≥ 1 − α``) and the ratio lies between the least over the greatest and the greatest over
+        the least."""
+        _check_level(interval)
+        half = 1 - (1 - float(interval)) / 2
+        F = np.column_stack([num.reshape(num.shape[0], -1), den[:, None]])
+        k = F.shape[1] - 1
+        ans = self._answer(F, 1.0, (k + 1,), False, half, probe=probe)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = ans.value[:k] / ans.value[k]
+            low = np.where(ans.high[k] > 0, np.maximum(ans.low[:k], 0) / ans.high[k], 0.0)
+            high = np.where(ans.low[k] > 0, ans.high[:k] / ans.low[k], np.inf)
+        low, high = _around(value, low, high)
+        sup = np.broadcast_to(ans.supported[:k] & ans.supported[k], value.shape)
+        return Interval(value.reshape(shape), low.reshape(shape), high.reshape(shape), sup.reshape(shape))
+
     def _probes(self) -> np.ndarray:
         """Public probe points for intervals: uniform in the box (public values for discrete
         columns), drawn from the public seed."""
@@ -483,8 +515,14 @@ class M2M(ForgetsCallInput):
             try:
                 out = frame.select(exprs)
             except pl.exceptions.PolarsError as e:
+                hint = (
+                    "; compare a date column with a date: pl.col('day') < date(2020, 7, 1), or in SQL "
+                    "day < DATE '2020-07-01'"
+                    if "date/datetime" in str(e)
+                    else ""
+                )
                 raise ValueError(
-                    f"the Polars expression could not be evaluated on columns {self.columns}: {e}"
+                    f"the Polars expression could not be evaluated on columns {self.columns}: {e}{hint}"
                 ) from None
             if out.height != ns:
                 raise ValueError(
@@ -634,7 +672,42 @@ class M2M(ForgetsCallInput):
             ]
             for arr in out[:3] if isinstance(out, Interval) else out if isinstance(out, tuple) else (out,):
                 arr[nominal] = np.nan
+            for name in self.schema.null_states:  # a column with a null state: among its non-null rows
+                j = self.columns.index(name)
+                kept = self._kept(j)
+                assert kept is not None
+                lo = float(self._lo_user[j])
+                if interval is not None:
+                    ratio = self._ratio(
+                        (self._user[:, j] - lo) * kept,
+                        kept,
+                        (1,),
+                        interval,
+                        probe=lambda j=j, lo=lo: self._probe_columns(
+                            j, lambda x, k: np.column_stack([(x - lo) * k, k])
+                        ),
+                    )
+                    assert isinstance(out, Interval)
+                    for arr, v in zip(out[:3], ratio[:3]):
+                        arr[j] = lo + float(np.asarray(v)[0])
+                    out.supported[j] = bool(np.asarray(ratio.supported)[0])
+                elif return_std:
+                    out[0][j], out[1][j] = self._nonnull_mean(j, kept), np.nan
+                else:
+                    out[j] = self._nonnull_mean(j, kept)
         return out
+
+    def _nonnull_mean(self, j: int, kept: np.ndarray) -> float:
+        w = self.weights * kept
+        total = float(w.sum())
+        return float(w @ self._user[:, j] / total) if total > 0 else float("nan")
+
+    def _probe_columns(self, j: int, f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """``f(values, kept)`` of column ``j`` on the probe points (intervals of null-state columns)."""
+        user = self._probe_view()[1]
+        kept = self._kept(j, user)
+        assert kept is not None
+        return f(user[:, j], kept)
 
     def covariance(self) -> np.ndarray:
         """Covariance matrix ``E[(x - μ)(x - μ)ᵀ]`` with the M2M mean ``μ`` (``d × d``; with a
@@ -687,11 +760,15 @@ class M2M(ForgetsCallInput):
         for c in (by, column):
             self._column_index(c)
         j = self._column_index(column)
-        frame = self.weighted_frame().with_columns(pl.Series(column, self._user[:, j]))
+        kept = self._kept(j)
+        present = np.ones(self._user.shape[0]) if kept is None else kept  # among non-null values
+        frame = self.weighted_frame().with_columns(
+            pl.Series(column, self._user[:, j]), pl.Series("_kept", self.weights * present)
+        )
         out = (
             frame.group_by(by)
             .agg(
-                ((pl.col(column) * pl.col("weight")).sum() / pl.col("weight").sum()).alias(column),
+                ((pl.col(column) * pl.col("_kept")).sum() / pl.col("_kept").sum()).alias(column),
                 pl.col("weight").sum().alias("share"),
             )
             .sort(by, nulls_last=True)
@@ -711,9 +788,10 @@ class M2M(ForgetsCallInput):
             ).astype(np.float64)
 
         probe_frame, probe_user = self._probe_view()
-        probe_member = member(probe_frame)
+        probe_kept = self._kept(j, probe_user)
+        probe_member = member(probe_frame) * (1.0 if probe_kept is None else probe_kept[:, None])
 
-        G = member(self._sample_frame())
+        G = member(self._sample_frame()) * present[:, None]
         shape = (len(labels),)
         num = self._answer(
             (self._user[:, j] - lo)[:, None] * G,
@@ -739,7 +817,9 @@ class M2M(ForgetsCallInput):
         self, column: str | int, points: Any, *, return_std: bool = False, interval: float | None = None
     ) -> Any:
         """Estimated ``P(x_column ≤ t)`` at each point ``t`` (ridge: raw linear estimates, not clipped;
-        ``interval``: see :meth:`expect`).
+        ``interval``: see :meth:`expect`). A date or datetime column takes dates (ISO text,
+        ``datetime``, ``numpy.datetime64``); a column with a null state gives its CDF among the
+        non-null rows.
 
         A point below the column's public range gets exactly 0 and one above it exactly 1 (every
         row lies in the range; with ``interval``, a supported point interval; with
@@ -754,15 +834,31 @@ class M2M(ForgetsCallInput):
         :raises ValueError: for a NaN point
         """
         j = self._column_index(column)
-        t = np.atleast_1d(np.asarray(points, dtype=np.float64))
+        if self.schema is not None and getattr(self.schema[self.columns[j]], "time", None):
+            t = self.schema.as_numbers(self.columns[j], points)  # dates as days, datetimes as seconds
+        else:
+            t = np.atleast_1d(np.asarray(points, dtype=np.float64))
         lo, hi = self._lo_user[j], self._hi_user[j]
         if t.ndim != 1 or np.isnan(t).any():
             raise ValueError(f"points of {self.columns[j]!r} must be numbers (not NaN), in a flat list")
         below, above = t < lo, t > hi
+        kept = self._kept(j)
         if return_std or interval is not None:
             F = (self._user[:, j][:, None] <= t).astype(np.float64)
-            probe = lambda: (self._probe_view()[1][:, j][:, None] <= t).astype(np.float64)  # noqa: E731
-            ans = self._answer(F, 1.0, t.shape, return_std, interval, probe=probe)
+            if kept is not None:  # among the non-null rows: a ratio of two released answers
+                if return_std or interval is None:
+                    raise ValueError(
+                        f"column {self.columns[j]!r} has a null state: its CDF among non-null rows has an "
+                        "interval (interval=0.95), not a return_std"
+                    )
+                probe = lambda: self._probe_columns(  # noqa: E731
+                    j, lambda x, k: np.column_stack([(x[:, None] <= t) * k[:, None], k])
+                )
+                ans = self._ratio(F * kept[:, None], kept, t.shape, interval, probe)
+                ans = Interval(ans.value, np.clip(ans.low, 0, 1), np.clip(ans.high, 0, 1), ans.supported)
+            else:
+                probe = lambda: (self._probe_view()[1][:, j][:, None] <= t).astype(np.float64)  # noqa: E731
+                ans = self._answer(F, 1.0, t.shape, return_std, interval, probe=probe)
             outside = below | above
             if not outside.any():
                 return ans
@@ -786,7 +882,12 @@ class M2M(ForgetsCallInput):
         if j not in self._sorted:
             order = np.argsort(self._user[:, j], kind="stable")
             xs = self._user[order, j]
-            self._sorted[j] = (xs, np.concatenate([[0.0], np.cumsum(self.weights[order])]))
+            w = self.weights
+            kept = self._kept(j)
+            if kept is not None:  # the distribution among the non-null rows
+                nonnull = float((w * kept).sum())
+                w = w * kept * (float(w.sum()) / nonnull if nonnull > 0 else 0.0)
+            self._sorted[j] = (xs, np.concatenate([[0.0], np.cumsum(w[order])]))
         return self._sorted[j]
 
     def quantile(self, column: str | int, qs: Any, *, interval: float | None = None) -> Any:
@@ -848,7 +949,8 @@ class M2M(ForgetsCallInput):
             Fu, idx = np.unique(F, return_index=True)
             value = np.interp(q, Fu, grid[idx])
         if interval is None:
-            return value
+            out = self._as_time(j, value)
+            return out[0] if np.ndim(qs) == 0 else out
         _check_level(interval)
         t, own = self.cell_edges(j)
         if not own:
@@ -864,8 +966,15 @@ class M2M(ForgetsCallInput):
         low, high = np.minimum(low, value), np.maximum(high, value)
         sup = np.zeros(q.size, dtype=bool)
         if np.ndim(qs) == 0:
-            return Interval(float(value[0]), float(low[0]), float(high[0]), False)
-        return Interval(value, low, high, sup)
+            one = [self._as_time(j, float(v[0])) for v in (value, low, high)]
+            return Interval(one[0], one[1], one[2], False)
+        return Interval(self._as_time(j, value), self._as_time(j, low), self._as_time(j, high), sup)
+
+    def _as_time(self, j: int, values: Any) -> Any:
+        """Values of a date/datetime column as ``numpy.datetime64`` (days or microseconds); other
+        columns' values as they are."""
+        col = self.schema[self.columns[j]] if self.schema is not None else None
+        return col.as_time(values) if isinstance(col, Numeric) else values
 
     # -- views ----------------------------------------------------------------------------------
     def _sample_frame(self) -> pl.DataFrame:
