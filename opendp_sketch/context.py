@@ -20,11 +20,14 @@ import opendp.prelude as dp
 from .budget import DEFAULT_COUNT_FRACTION
 from .domains import box_data_bounds
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .plan import auto_feature_map
 from .postprocessors import m2m_estimate
 from .projections import make_jl_projection
 from .release import make_private_sketch, then_private_sketch
+from .schema import Schema
 from .sketch import Sketch
 from .streaming import make_lazyframe_to_frame_box
+from .tables import make_lazyframe_to_table
 from .transformations import make_box_clip, make_feature_sum
 
 __all__ = ["release_sketch_in_context", "make_private_sketch_in_context", "make_m2m_in_context", "register"]
@@ -105,10 +108,11 @@ def make_m2m_in_context(
 
 def release_sketch_in_context(
     context: Any,
-    feature_map: FeatureMap,
-    bounds: Any,
+    feature_map: FeatureMap | None = None,
+    bounds: Any = None,
     column_names: Sequence[str] | None = None,
     *,
+    schema: Schema | None = None,
     loss: Any = None,
     impute: Any = None,
     count_fraction: float | None = None,
@@ -116,18 +120,48 @@ def release_sketch_in_context(
     """Release a sketch from a ``dp.Context`` against the same budget as the context's other
     queries (e.g. OpenDP's own Polars queries ``context.query().select(...)``).
 
-    The context may be opened on a Polars ``LazyFrame`` (``column_names`` picks the columns) or
-    on a numpy array (``dp.numpy.array2_domain``). The noise scale is the smallest OpenDP
-    certifies for ``loss`` (default: the context's next share from
-    ``split_evenly_over``/``split_by_weights``); pure-ε contexts use discrete Laplace, zCDP
-    contexts discrete Gaussian. The sketch records the loss at the context's privacy unit
+    With ``schema=`` (a :class:`~opendp_sketch.Schema`) the context is the one an OpenDP user
+    opens on a mixed-type ``LazyFrame``: the schema's columns are read as a release reads them
+    (numbers, labels, booleans, dates; every value total, so nothing raises on data), the map
+    defaults to :func:`~opendp_sketch.auto_feature_map` planned for this query's loss (and the
+    schema's ``rows`` if it has one), and the sketch answers in the table's units and labels.
+    The columns' types are checked against the schema from the context's domain, before
+    anything is built; the rows are never read outside the measurement.
+
+    Without a schema, the context may be opened on a Polars ``LazyFrame`` (``column_names``
+    picks numeric columns) or on a numpy array (``dp.numpy.array2_domain``), with a
+    ``feature_map`` and public ``bounds``.
+
+    The noise scale is the smallest OpenDP certifies for ``loss`` (default: the context's next
+    share from ``split_evenly_over``/``split_by_weights``); pure-ε contexts use discrete Laplace,
+    zCDP contexts discrete Gaussian. The sketch records the loss at the context's privacy unit
     (its ``d_in``), which is what the context charged.
 
     Nothing in the released function raises on data: null/NaN read as ``impute`` (or the lower
-    bound) and values outside ``bounds`` are clipped, so every query is charged.
+    bound; a schema's null rules) and values outside ``bounds`` are clipped, so every query is
+    charged.
 
-    :raises ValueError: for a context on other data, missing or non-numeric columns, or no loss
+    :raises ValueError: for a context on other data, missing columns or columns whose types do
+        not fit, a map without bounds or a schema, or no loss
     :example:
+
+    A schema sketch and OpenDP's own Polars query, one budget:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> lf = pl.LazyFrame({"age": [23, 41, 35, 67] * 50, "region": ["N", "S", "S", "N"] * 50})
+    >>> ctx = dp.Context.compositor(data=lf, privacy_unit=dp.unit_of(contributions=1),
+    ...     privacy_loss=dp.loss_of(epsilon=1.0), split_evenly_over=2,
+    ...     margins=[dp.polars.Margin(max_length=1000)])
+    >>> count = ctx.query().select(dp.len(signed=False)).release().collect().item()   # OpenDP's own query
+    >>> schema = dps.Schema({"age": dps.Numeric(18, 90, integer=True), "region": ["N", "S"]})
+    >>> sk = dps.release_sketch_in_context(ctx, schema=schema)            # the second share
+    >>> sk.column_names, sk.privacy["loss"] <= 0.5, ctx.remaining_privacy_loss()  # no share left
+    (['age', 'region'], True, [])
+    >>> dps.M2M(sk).shares("region")["region"].to_list()
+    ['N', 'S']
+
+    A numeric map on an array:
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
     >>> dp.enable_features("contrib", "honest-but-curious")
@@ -140,17 +174,7 @@ def release_sketch_in_context(
     (2, True)
     """
     accountant = context.accountant
-    lo, hi = box_data_bounds(bounds, feature_map)
     domain, metric = accountant.input_domain, accountant.input_metric
-    if type(domain).__name__ == "LazyFrameDomain":
-        if column_names is None or len(column_names) != feature_map.input_dim:
-            got = None if column_names is None else len(column_names)
-            raise ValueError(
-                f"column_names: {got} columns given but the feature map expects {feature_map.input_dim}"
-            )
-        source = make_lazyframe_to_frame_box(domain, metric, (lo, hi), column_names, impute)
-    else:
-        source = make_box_clip(domain, metric, (lo, hi), impute=impute, column_names=column_names)
     if loss is None:
         mids = getattr(context, "d_mids", None)
         if not mids:
@@ -160,14 +184,48 @@ def release_sketch_in_context(
     if measure not in (dp.max_divergence(), dp.zero_concentrated_divergence()):
         raise ValueError(f"the context's privacy measure ({measure}) must be pure ε or zCDP")
     fraction = DEFAULT_COUNT_FRACTION if count_fraction is None else count_fraction
+    if schema is not None:
+        if bounds is not None or column_names is not None or impute is not None:
+            raise ValueError(
+                "a schema gives the columns, their public ranges and null rules: drop bounds, column_names and impute"
+            )
+        source = make_lazyframe_to_table(domain, metric, schema)
+        if feature_map is None:
+            pure = measure == dp.max_divergence()
+            feature_map = auto_feature_map(
+                schema,
+                epsilon=float(loss) if pure else None,
+                rho=None if pure else float(loss),
+                count_fraction=fraction,
+            )
+    elif feature_map is None or bounds is None:
+        raise ValueError("give schema= (a table's public schema), or a feature_map and its public bounds")
+    else:
+        source = _box_source(domain, metric, feature_map, bounds, column_names, impute)
+    fm = feature_map
     meas = dp.binary_search_chain(
-        lambda s: source >> then_private_sketch(measure, feature_map, s, fraction),
+        lambda s: source >> then_private_sketch(measure, fm, s, fraction),
         d_in=context.d_in,
         d_out=loss,
     )
     sketch = context(meas)
     sketch.privacy = {**sketch.privacy, "d_in": context.d_in, "loss": meas.map(context.d_in)}
     return sketch
+
+
+def _box_source(
+    domain: Any, metric: Any, feature_map: FeatureMap, bounds: Any, column_names: Any, impute: Any
+) -> dp.Transformation:
+    """The numeric source: a LazyFrame's named columns or an array, clipped to public bounds."""
+    lo, hi = box_data_bounds(bounds, feature_map)
+    if type(domain).__name__ == "LazyFrameDomain":
+        if column_names is None or len(column_names) != feature_map.input_dim:
+            got = None if column_names is None else len(column_names)
+            raise ValueError(
+                f"column_names: {got} columns given but the feature map expects {feature_map.input_dim}"
+            )
+        return make_lazyframe_to_frame_box(domain, metric, (lo, hi), column_names, impute)
+    return make_box_clip(domain, metric, (lo, hi), impute=impute, column_names=column_names)
 
 
 def register() -> None:

@@ -19,8 +19,9 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 
+from ._compat import require_opendp_polars
 from ._fixed import Accumulator
-from ._validate import check_chunking
+from ._validate import check_chunking, require_symmetric
 from .domains import TableDomain, table_descriptor
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
@@ -380,6 +381,67 @@ def table_domain(schema: Schema) -> dp.Domain:
     desc = table_descriptor(schema)
     ident = f"TableDomain(schema={schema.to_dict()})"
     return dp.user_domain(ident, _is_table, desc)
+
+
+def make_lazyframe_to_table(
+    input_domain: dp.Domain, input_metric: dp.Metric, schema: Schema
+) -> dp.Transformation:
+    """From OpenDP's own LazyFrame domain (a ``dp.Context`` opened on a mixed-type ``LazyFrame``)
+    to :func:`table_domain` of a public schema: the identity on the frame, so 1-stable under the
+    symmetric distance. The schema's columns and their types are checked against the domain
+    (public: the domain describes the frame's schema, not its rows); the values are read, totally,
+    by the release.
+
+    :raises ValueError: for another domain, a missing column, or a type that does not fit
+    :example:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> lf = pl.LazyFrame({"age": [30, 40], "region": ["N", "S"]})
+    >>> ctx = dp.Context.compositor(data=lf, privacy_unit=dp.unit_of(contributions=1),
+    ...     privacy_loss=dp.loss_of(epsilon=1.0), split_evenly_over=1)
+    >>> a = ctx.accountant
+    >>> t = make_lazyframe_to_table(a.input_domain, a.input_metric, dps.Schema({"age": (0, 99), "region": ["N", "S"]}))
+    >>> t.map(1)
+    1
+    >>> make_lazyframe_to_table(a.input_domain, a.input_metric, dps.Schema({"income": (0, 1)}))
+    Traceback (most recent call last):
+    ...
+    ValueError: columns ['income'] are not in the data (columns: ['age', 'region'])
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    require_opendp_polars("a dp.Context on a LazyFrame")
+    if type(input_domain).__name__ != "LazyFrameDomain":
+        raise ValueError(
+            f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (a dp.Context opened on a LazyFrame)"
+        )
+    require_symmetric(input_metric)
+    schema.check_dtypes({c: _domain_dtype(input_domain, c) for c in input_domain.columns})
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, table_domain(schema), dp.symmetric_distance(), lambda x: x, lambda d: d
+    )
+
+
+def _domain_dtype(domain: Any, column: str) -> Any:
+    """The Polars dtype of a column of OpenDP's LazyFrame domain, from its element domain."""
+    try:
+        text = str(domain.get_series_domain(column).element_domain)
+    except Exception:  # noqa: BLE001 - OpenDP 0.16 cannot name an Enum column's element domain
+        return pl.Categorical
+    for key, dtype in (
+        ("NaiveDateTime", pl.Datetime),
+        ("DateTime", pl.Datetime),
+        ("NaiveDate", pl.Date),
+        ("T=f", pl.Float64),
+        ("T=i", pl.Int64),
+        ("T=u", pl.Int64),
+        ("T=String", pl.String),
+        ("T=bool", pl.Boolean),
+        ("Categorical", pl.Categorical),
+    ):
+        if key in text:
+            return dtype
+    return pl.Object
 
 
 def make_table_sum_and_count(

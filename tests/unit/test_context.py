@@ -224,3 +224,108 @@ def test_context_query_names_constructor_errors_for_registered_ops(data2d, box2)
     with pytest.raises(ValueError, match=re.escape("must have lower < upper in every column")):
         ctx.query().box_clip((1.0, 0.0))
     assert ctx.remaining_privacy_loss() == [1.0]
+
+
+# -- a schema sketch in the analyst's own Context on a mixed-type LazyFrame (issue 38, item 3) --------
+
+
+def _mixed(n: int = 4000, seed: int = 0):
+    import datetime as dt
+
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    income = rng.lognormal(10, 1, n)
+    income[rng.random(n) < 0.2] = np.nan
+    return pl.LazyFrame(
+        {
+            "income": income,
+            "age": rng.integers(18, 91, n),
+            "region": rng.choice(["North", "South", "East"], n),
+            "member": rng.random(n) < 0.3,
+            "joined": [dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 366, n)],
+        }
+    )
+
+
+MIXED = {
+    "income": dps.Numeric(0, 1e6, scale="log", null="category"),
+    "age": dps.Numeric(18, 90, integer=True),
+    "region": ["North", "South", "East"],
+    "member": bool,
+    "joined": dps.Date("2020-01-01", "2020-12-31"),
+}
+
+
+def test_schema_sketch_and_opendp_polars_query_share_one_context():
+    import polars as pl
+
+    lf = _mixed()
+    ctx = dp.Context.compositor(
+        data=lf,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=2.0),
+        split_by_weights=[1, 3],
+        margins=[dp.polars.Margin(max_length=10_000)],
+    )
+    n = ctx.query().select(dp.len(signed=False)).release().collect().item()
+    assert abs(n - 4000) < 100
+    sk = dps.release_sketch_in_context(ctx, schema=dps.Schema(MIXED))
+    assert ctx.remaining_privacy_loss() == []  # both shares spent, on one accountant
+    assert sk.privacy["loss"] <= 1.5 + 1e-9 and sk.privacy["d_in"] == 1
+    assert sk.column_names == ["income", "income:null", "age", "region", "member", "joined"]
+    est = dps.M2M(sk)
+    frame = lf.collect()
+    assert est.mean()[1] == pytest.approx(frame["income"].is_nan().mean(), abs=0.03)
+    assert est.shares("region")["region"].to_list() == ["North", "South", "East"]
+    assert est.weighted_frame()["joined"].dtype == pl.Date
+
+
+def test_schema_sketch_in_context_is_total_on_neighbouring_frames():
+    """A frame and its neighbour with one adversarial row (NaN, inf, null, an unknown label, a
+    date outside the range) both release, and are charged the same loss."""
+    import datetime as dt
+
+    import polars as pl
+
+    base = _mixed(300, seed=1)
+    bad = pl.LazyFrame(
+        {
+            "income": [float("inf")],
+            "age": [None],
+            "region": ["Atlantis"],
+            "member": [None],
+            "joined": [dt.date(1900, 1, 1)],
+        },
+        schema=base.collect_schema(),
+    )
+    losses = []
+    for data in (base, pl.concat([base, bad])):
+        ctx = dp.Context.compositor(
+            data=data,
+            privacy_unit=dp.unit_of(contributions=1),
+            privacy_loss=dp.loss_of(epsilon=1.0),
+            split_evenly_over=1,
+        )
+        schema = dps.Schema({**MIXED, "region": dps.Categorical(["North", "South", "East"], null="category")})
+        sk = dps.release_sketch_in_context(ctx, schema=schema)
+        losses.append(sk.privacy["loss"])
+    assert losses[0] == losses[1]
+
+
+def test_schema_sketch_in_context_refusals_name_the_fix():
+    ctx = dp.Context.compositor(
+        data=_mixed(50),
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=3,
+    )
+    with pytest.raises(ValueError, match="drop bounds"):
+        dps.release_sketch_in_context(ctx, schema=dps.Schema({"age": (18, 90)}), bounds=(0, 1))
+    with pytest.raises(ValueError, match=r"columns \['wage'\] are not in the data"):
+        dps.release_sketch_in_context(ctx, schema=dps.Schema({"wage": (0, 1)}))
+    with pytest.raises(ValueError, match=r"dps\.Date\(lower, upper\)"):
+        dps.release_sketch_in_context(ctx, schema=dps.Schema({"joined": (0, 1)}))
+    with pytest.raises(ValueError, match="give schema="):
+        dps.release_sketch_in_context(ctx)
+    assert len(ctx.remaining_privacy_loss()) == 3  # nothing was charged
