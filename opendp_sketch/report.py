@@ -7,8 +7,15 @@ columns relate (which pairs were released, which are inferred). Everything on it
 post-processing of the released sketch: it costs no budget and can be regenerated at will.
 
 The page is one file: figures are inline SVG (matplotlib), the style is inline, and nothing is
-fetched (no script, font, image or style sheet from anywhere). Needs matplotlib
-(``pip install -e ".[plot]"``).
+fetched (no script, font, image or style sheet from anywhere). A column the sketch's map holds no
+cells of (RFF, RACE, moments) gets a note instead of a figure: such a map does not show a
+column's distribution, and its answers come without intervals. Needs matplotlib, in the
+``plot`` extra (``pip install "opendp-sketch[plot]"``).
+
+Cost: most of the time goes to the intervals (one pass over the released cells per batch of
+questions, :func:`~opendp_sketch.estimators.intervals.cell_intervals`); the page asks each
+question once (a label's shares serve its figure and its table) and draws every column on one
+reused figure. ``benchmarks/bench_report.py`` measures it.
 """
 
 from __future__ import annotations
@@ -20,11 +27,17 @@ import io
 import json
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from .estimators.m2m import M2M
+from .estimators.plot import plot_column
+from .features.composite import Composite
+from .features.histogram import DyadicTrees, Histogram
+from .features.marginals import Marginals
+from .features.moments import Moments
 from .schema import Categorical, Numeric, Schema
 from .sketch import Sketch
 
@@ -49,15 +62,48 @@ svg{max-width:100%;height:auto}
 """
 
 
-def _svg(fig: Any) -> str:
-    """A matplotlib figure as inline SVG (no external references), then closed."""
-    import matplotlib.pyplot as plt
+#: what to install when matplotlib is missing (the ``plot`` extra of pyproject.toml)
+MISSING_MATPLOTLIB = (
+    'the report needs matplotlib, in the "plot" extra: pip install "opendp-sketch[plot]" '
+    '(from a checkout: pip install -e ".[plot]")'
+)
 
+
+def _figure_class() -> Any:
+    """matplotlib's ``Figure`` (no pyplot: the page's figures never touch a notebook's backend),
+    or a ``ValueError`` naming the extra to install."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ValueError(MISSING_MATPLOTLIB) from None
+    return Figure
+
+
+def _svg(fig: Any) -> str:
+    """A matplotlib figure as inline SVG (no external references)."""
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buffer.getvalue()
     return text[text.index("<svg") :]
+
+
+class _Answers:
+    """The decoded estimator, asking each label share question once: a categorical or boolean
+    column's shares (with their intervals) serve both its figure and its table. Everything else
+    is the estimator's own attribute."""
+
+    def __init__(self, est: Any) -> None:
+        self._est = est
+        self._shares: dict[tuple[Any, Any], Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._est, name)
+
+    def shares(self, column: Any, *, interval: float | None = None) -> Any:
+        key = (column, interval)
+        if key not in self._shares:
+            self._shares[key] = self._est.shares(column, interval=interval)
+        return self._shares[key]
 
 
 def _fmt(x: Any) -> str:
@@ -118,10 +164,9 @@ def _privacy_rows(sk: Sketch) -> list[tuple[str, str]]:
 
 
 def _measured_pairs(sk: Sketch) -> set[tuple[int, int]]:
-    """Column pairs some released block holds jointly (marginal tables; any map otherwise)."""
-    from .features.composite import Composite
-    from .features.marginals import Marginals
-
+    """Column pairs some released block holds jointly: a marginal table's columns; none for maps
+    of one column at a time (histograms, dyadic trees, moments ``[x, ‖x‖²]``); every pair for
+    the other maps (RFF, RACE, …), which mix all columns."""
     fm = sk.feature_map
     maps = list(fm.maps) if isinstance(fm, Composite) else [fm]
     pairs: set[tuple[int, int]] = set()
@@ -130,6 +175,8 @@ def _measured_pairs(sk: Sketch) -> set[tuple[int, int]]:
             for b in m.blocks:
                 s = sorted(b.subset)
                 pairs |= {(s[i], s[j]) for i in range(len(s)) for j in range(i + 1, len(s))}
+        elif isinstance(m, (Histogram, DyadicTrees, Moments)):
+            continue
         else:
             d = fm.input_dim
             pairs |= {(i, j) for i in range(d) for j in range(i + 1, d)}
@@ -138,7 +185,8 @@ def _measured_pairs(sk: Sketch) -> set[tuple[int, int]]:
 
 def _association(est: Any) -> np.ndarray:
     """A ``d × d`` association from the decoded distribution: |correlation| between numeric
-    columns, Cramér's V where a categorical column is involved (its codes' joint weights)."""
+    columns, Cramér's V where a categorical column is involved (its codes' joint weights; a
+    numeric column binned at its points' quintiles). Each column's codes are computed once."""
     X, w = est._user, est.weights  # noqa: SLF001 - the decoded points in the table's units
     d = X.shape[1]
     schema = est.schema
@@ -149,26 +197,36 @@ def _association(est: Any) -> np.ndarray:
     mu = w @ X
     C = X - mu
     var = w @ (C * C)
+    codes: dict[int, np.ndarray] = {}
+
+    def coded(j: int) -> np.ndarray:
+        if j not in codes:
+            codes[j] = _codes(X[:, j], j in nominal)
+        return codes[j]
+
     for i in range(d):
         for j in range(i + 1, d):
             if i in nominal or j in nominal:
-                out[i, j] = out[j, i] = _cramers_v(X[:, i], X[:, j], w, i in nominal, j in nominal)
+                out[i, j] = out[j, i] = _cramers_v(coded(i), coded(j), w)
             else:
                 denom = math.sqrt(var[i] * var[j])
                 out[i, j] = out[j, i] = abs(float(w @ (C[:, i] * C[:, j])) / denom) if denom > 0 else 0.0
     return out
 
 
-def _cramers_v(a: np.ndarray, b: np.ndarray, w: np.ndarray, a_nominal: bool, b_nominal: bool) -> float:
-    def codes(x: np.ndarray, nominal: bool) -> np.ndarray:
-        if nominal:
-            return np.unique(np.rint(x), return_inverse=True)[1]
-        edges = np.quantile(x, [0.2, 0.4, 0.6, 0.8])
-        return np.searchsorted(np.unique(edges), x)
+def _codes(x: np.ndarray, nominal: bool) -> np.ndarray:
+    """A column's codes for Cramér's V: its values' ranks (categorical), or its quintile bin."""
+    if nominal:
+        return np.unique(np.rint(x), return_inverse=True)[1]
+    edges = np.quantile(x, [0.2, 0.4, 0.6, 0.8])
+    return np.searchsorted(np.unique(edges), x)
 
-    ca, cb = codes(a, a_nominal), codes(b, b_nominal)
-    table = np.zeros((ca.max() + 1, cb.max() + 1))
-    np.add.at(table, (ca, cb), w)
+
+def _cramers_v(ca: np.ndarray, cb: np.ndarray, w: np.ndarray) -> float:
+    """Cramér's V of two coded columns under the weights ``w`` (the weights of each cell summed
+    in the points' order, as ``np.add.at`` does)."""
+    na, nb = int(ca.max()) + 1, int(cb.max()) + 1
+    table = np.bincount(ca * nb + cb, weights=w, minlength=na * nb).reshape(na, nb)
     total = table.sum()
     if total <= 0 or min(table.shape) < 2:
         return 0.0
@@ -178,31 +236,53 @@ def _cramers_v(a: np.ndarray, b: np.ndarray, w: np.ndarray, a_nominal: bool, b_n
     return float(math.sqrt(max(chi2 / total, 0.0) / (min(table.shape) - 1)))
 
 
-def _column_table(est: Any, name: str, mean: Any = None) -> str:
-    """A small table of a column's answers with their intervals."""
+def _means(est: Any, numeric: list[str]) -> dict[str, tuple[Any, Any, Any, bool]] | None:
+    """Each numeric column's mean, with its interval, from one pass over the released cells:
+    ``{name: (value, low, high, supported)}``, or ``None`` for a map without cells. The same
+    answers as ``est.mean(interval=)`` (up to the last bits of a sum), which would also bound
+    the coded columns' means, that the page does not show: about half the cost at 20 columns."""
+    if not numeric:
+        return {}
+    idx = [est.columns.index(n) for n in numeric]
+    try:
+        iv = est.expect(lambda X: X[:, idx], interval=_LEVEL)
+    except ValueError:  # a map without cells: each table falls back on the values alone
+        return None
+    value, low, high, supported = (np.atleast_1d(a) for a in iv)
+    return {n: (value[k], low[k], high[k], bool(supported[k])) for k, n in enumerate(numeric)}
+
+
+def _column_table(est: Any, name: str, means: dict[str, tuple[Any, Any, Any, bool]] | None = None) -> str:
+    """A small table of a column's answers with their intervals (``means``: :func:`_means`)."""
     col = est.schema[name] if est.schema is not None else None
     rows: list[str] = []
     if col is not None and not isinstance(col, Numeric):
-        frame = est.shares(name, interval=_LEVEL)
+        try:
+            frame = est.shares(name, interval=_LEVEL)
+        except ValueError:  # a map without cells: the decoder's shares alone
+            frame = est.shares(name)
         for r in frame.iter_rows(named=True):
             label = "(null)" if r[name] is None else r[name]
             flag = "" if r.get("supported", True) else ' <span class="flag">a bound</span>'
+            bounds = "—" if r.get("low") is None else f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"
             rows.append(
-                f"<tr><td>{html.escape(str(label))}</td><td>{_fmt(r['share'])}</td>"
-                f"<td>[{_fmt(r.get('low'))}, {_fmt(r.get('high'))}]{flag}</td></tr>"
+                f"<tr><td>{html.escape(str(label))}</td><td>{_fmt(r['share'])}</td><td>{bounds}{flag}</td></tr>"
             )
         head = "<tr><th>label</th><th>share</th><th>95 % interval</th></tr>"
     else:
         j = est.columns.index(name)
-        try:
-            mean = est.mean(interval=_LEVEL) if mean is None else mean  # every column's, once
-            q = est.quantile(name, [0.25, 0.5, 0.75], interval=_LEVEL)
-            answers = [("mean", mean.value[j], mean.low[j], mean.high[j], bool(mean.supported[j]))]
-            answers += [
-                (label, q.value[k], q.low[k], q.high[k], bool(np.atleast_1d(q.supported)[k]))
-                for k, label in enumerate(("lower quartile", "median", "upper quartile"))
-            ]
-        except ValueError:  # a map without cells: the decoder's values alone
+        answers: list[tuple[str, Any, Any, Any, bool]] = []
+        if means is not None:
+            try:
+                q = est.quantile(name, [0.25, 0.5, 0.75], interval=_LEVEL)
+                answers = [("mean", *means[name])]
+                answers += [
+                    (label, q.value[k], q.low[k], q.high[k], bool(np.atleast_1d(q.supported)[k]))
+                    for k, label in enumerate(("lower quartile", "median", "upper quartile"))
+                ]
+            except ValueError:  # a column without cells of its own
+                pass
+        if not answers:  # no intervals: the decoder's values alone
             answers = [("mean", est.mean()[j], None, None, False)]
             answers += [
                 (lbl, v, None, None, False)
@@ -219,13 +299,13 @@ def _column_table(est: Any, name: str, mean: Any = None) -> str:
 
 
 def report_html(sk: Sketch, est: Any = None, *, title: str | None = None) -> str:
-    """The report of ``sk`` as one HTML document (see :func:`write_report`)."""
-    import matplotlib
+    """The report of ``sk`` as one HTML document (see :func:`write_report`).
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
+    :raises ValueError: without matplotlib (naming the extra to install)
+    """
+    Figure = _figure_class()
     est = M2M(sk) if est is None else est
+    answers = _Answers(est)
     names = list(est.columns)
     title = title or "A differentially private release"
     parts = [
@@ -244,23 +324,23 @@ def report_html(sk: Sketch, est: Any = None, *, title: str | None = None) -> str
         "from the released cells; a hatched bar, or <span class='flag'>a bound</span> in a table, is an answer no "
         "released block holds exactly, so its interval is what the cells allow rather than a noise band.</p>",
     ]
-    try:
-        means = est.mean(interval=_LEVEL)
-    except ValueError:  # a map without cells: each table falls back on the values alone
-        means = None
-    for name in names:
-        fig, ax = plt.subplots(figsize=(6.4, 3.0))
-        try:
-            est.plot(name, interval=_LEVEL, ax=ax)
-            figure = _svg(fig)
-        except ValueError as e:
-            plt.close(fig)
-            figure = f"<p class='note'>No figure for this column: {html.escape(str(e))}</p>"
-        parts.append(
-            f"<section class='column' id='column-{html.escape(str(name))}'><div><h3>{html.escape(str(name))}</h3>"
-            f"{figure}</div><div>{_column_table(est, name, means)}</div></section>"
-        )
-    parts.append(_relations(sk, est, names, plt))
+    numeric = [n for n in names if est.schema is None or isinstance(est.schema[n], Numeric)]
+    means = _means(est, numeric)
+    answers.weighted_frame()  # the decoded points' frame, built once before the worker starts
+    fig = Figure(figsize=(6.4, 3.0))  # one figure, cleared for every column
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        # a numeric column's table (its quartiles' intervals read the CDF at every cell edge) is
+        # computed on a worker thread while the figures draw: the passes over the released cells
+        # run in numpy, which releases the GIL; each answer is the one computed alone
+        tables = {n: worker.submit(_column_table, est, n, means) for n in numeric}
+        for name in names:
+            figure = _column_figure(answers, name, fig)
+            table = tables[name].result() if name in tables else _column_table(answers, name, means)
+            parts.append(
+                f"<section class='column' id='column-{html.escape(str(name))}'><div><h3>{html.escape(str(name))}</h3>"
+                f"{figure}</div><div>{table}</div></section>"
+            )
+    parts.append(_relations(sk, est, names, Figure))
     parts.append(
         "<h2>How to read this page</h2><ul class='note'>"
         "<li>Every number comes from one differentially private release; the noise that protects each "
@@ -275,20 +355,41 @@ def report_html(sk: Sketch, est: Any = None, *, title: str | None = None) -> str
     return "".join(parts)
 
 
-def _relations(sk: Sketch, est: Any, names: list[str], plt: Any) -> str:
+def _column_figure(est: Any, name: str, fig: Any) -> str:
+    """A column's figure as inline SVG, drawn on ``fig`` (cleared first), or a note where the
+    sketch's map holds no cells of the column (RFF, RACE, moments: it does not show the
+    column's distribution) or the figure cannot be drawn."""
+    if not est.cell_edges(name)[1]:
+        return (
+            f"<p class='note'>No figure for this column: the sketch's map ({html.escape(type(est.feature_map).__name__)}) "
+            "releases no cells of it, so the release does not show its distribution; the answers beside are "
+            "the decoder's estimates, without intervals.</p>"
+        )
+    fig.clf()
+    try:
+        plot_column(est, name, interval=_LEVEL, ax=fig.add_subplot())
+    except ValueError as e:
+        return f"<p class='note'>No figure for this column: {html.escape(str(e))}</p>"
+    return _svg(fig)
+
+
+def _relations(sk: Sketch, est: Any, names: list[str], Figure: Any) -> str:
     d = len(names)
     if d < 2:
         return ""
     assoc = _association(est)
     measured = _measured_pairs(sk)
-    fig, ax = plt.subplots(figsize=(0.55 * d + 2.5, 0.55 * d + 2))
+    fig = Figure(figsize=(0.55 * d + 2.5, 0.55 * d + 2))
+    ax = fig.add_subplot()
     im = ax.imshow(assoc, vmin=0, vmax=1, cmap="Blues")
     ax.set_xticks(range(d), labels=names, rotation=60, ha="right")
     ax.set_yticks(range(d), labels=names)
-    for i in range(d):
-        for j in range(d):
-            if i != j and (min(i, j), max(i, j)) not in measured:
-                ax.text(j, i, "·", ha="center", va="center", color="#9a6700", fontsize=14)
+    inferred = [
+        (j, i) for i in range(d) for j in range(d) if i != j and (min(i, j), max(i, j)) not in measured
+    ]
+    if inferred:  # one marker per inferred pair, drawn as one artist
+        xs, ys = zip(*inferred)
+        ax.scatter(xs, ys, s=6, marker="o", color="#9a6700", linewidths=0)
     fig.colorbar(im, ax=ax, fraction=0.046, label="association (|correlation| or Cramér's V)")
     ax.set_title("how the columns relate (·: pair not released, inferred)")
     out = ["<h2>Relations between columns</h2>", "<div id='relations'>", _svg(fig), "</div>"]
@@ -325,11 +426,10 @@ def write_report(
     >>> "id='column-age'" in page and "id='column-cut'" in page, any(t in page for t in ("<script", "<link", " src="))
     (True, False)
     """
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ValueError('the report needs matplotlib: pip install -e ".[plot]"') from None
     text = report_html(sk, est, title=title)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return os.fspath(path)
+
+
+Sketch.register_report_writer(write_report)  # sk.report(path) writes through this module

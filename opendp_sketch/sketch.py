@@ -12,8 +12,9 @@ import json
 import math
 import os
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -258,6 +259,34 @@ class Sketch(ForgetsCallInput):
             "<div style='display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:.5rem;"
             f"font-family:system-ui,sans-serif'>{cells}</div>"
         )
+
+    #: what :meth:`report` calls: :func:`opendp_sketch.report.write_report`, registered when
+    #: that module is imported (it imports this one, so this one cannot import it)
+    _report_writer: ClassVar[Callable[..., str] | None] = None
+
+    @classmethod
+    def register_report_writer(cls, writer: Callable[..., str]) -> None:
+        """Set the function :meth:`report` calls (done by :mod:`opendp_sketch.report`)."""
+        cls._report_writer = writer
+
+    def report(self, path: str | os.PathLike[str], est: Any = None, *, title: str | None = None) -> str:
+        """Write this release's report to ``path``, one self-contained HTML page (privacy record,
+        every column's distribution and answers with 95 % intervals, relations between columns),
+        and return the path: :func:`opendp_sketch.write_report`. Post-processing: no budget.
+
+        :param est: an :class:`~opendp_sketch.M2M` of this sketch already decoded (default:
+            decoded here)
+        :param title: the page's title
+        :raises ValueError: without matplotlib (naming the ``plot`` extra to install)
+
+        Example (in a session where ``sk`` is a released sketch)::
+
+            sk.report("report.html", title="CPSSW8, ε = 1")
+        """
+        writer = type(self)._report_writer
+        if writer is None:  # opendp_sketch's __init__ imports the report module: not reached
+            raise ValueError("the report module is not loaded: import opendp_sketch")
+        return writer(self, path, est, title=title)
 
     # -- combining ---------------------------------------------------------------------------
     def merge(self, other: Sketch, *, disjoint: bool = False) -> Sketch:

@@ -8,15 +8,20 @@ Debian's ``chromium``.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
+import polars as pl
 import pytest
 
 import opendp_sketch as dps
+from opendp_sketch import report
 from opendp_sketch.cli import main
+from opendp_sketch.schema import Categorical, Numeric
 
 pytest.importorskip("matplotlib")
 
@@ -63,6 +68,105 @@ def test_the_cli_writes_the_report_and_a_sketch_shows_itself_in_a_notebook(relea
     card = sk._repr_html_()
     assert "privacy loss" in card and "epsilon = 1" in card and "earnings" in card and "<script" not in card
     assert "weighted points" in dps.M2M(sk)._repr_html_()
+
+
+def test_a_sketch_writes_its_own_report(release):
+    sk, folder = release
+    path = sk.report(folder / "method.html", title="CPSSW8 by sk.report")
+    page = open(path, encoding="utf-8").read()
+    assert "<title>CPSSW8 by sk.report</title>" in page
+    assert all(f"id='column-{name}'" in page for name in COLUMNS)
+
+
+def test_without_matplotlib_the_report_names_the_extra_to_install(release, monkeypatch, tmp_path):
+    sk, _ = release
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib…` now fails
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ValueError, match=r'pip install "opendp-sketch\[plot\]"'):
+        sk.report(tmp_path / "none.html")
+    assert not (tmp_path / "none.html").exists()
+
+
+@pytest.mark.parametrize("with_schema", [False, True])
+def test_a_map_without_cells_gets_a_note_instead_of_a_figure(tmp_path, with_schema):
+    """An RFF sketch holds no cells of any column: each column gets a note naming the map instead
+    of a figure, and the decoder's answers (or a label's shares) without intervals."""
+    rng = np.random.default_rng(0)
+    fm = dps.RFF(dim=2, num_features=32, bandwidth=0.5, seed=1)
+    if with_schema:
+        table = pl.DataFrame({"u": rng.uniform(0, 1, 2000), "v": rng.choice(["a", "b", "c"], 2000)})
+        schema = dps.Schema({"u": (0.0, 1.0), "v": ["a", "b", "c"]})
+        sk = dps.release_sketch(table, fm, schema=schema, epsilon=1.0)
+    else:
+        X = rng.uniform(0, 1, (2000, 2))
+        sk = dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=1.0, column_names=["u", "v"])
+    page = open(dps.write_report(sk, tmp_path / "rff.html"), encoding="utf-8").read()
+    for name in ("u", "v"):
+        section = re.search(rf"id='column-{name}'.*?</section>", page, flags=re.S).group()
+        assert "<svg" not in section and "No figure for this column" in section and "(RFF)" in section
+        assert "</td><td>—</td></tr>" in section  # answers without intervals
+    assert ("<td>a</td>" in page) == with_schema  # a categorical column's shares, by label
+    assert page.count("<svg") == 1  # the relations heat map alone (RFF mixes both columns)
+
+
+def test_a_histogram_release_marks_every_pair_inferred(tmp_path):
+    """A map of one column at a time (here a histogram) releases no pair."""
+    X = np.random.default_rng(1).uniform(0, 1, (2000, 3))
+    sk = dps.release_sketch(X, dps.Histogram(bounds=(0, 1), bins=8, dim=3), bounds=(0.0, 1.0), epsilon=1.0)
+    assert report._measured_pairs(sk) == set()
+
+
+def test_the_page_asks_the_same_questions_as_the_estimator(release):
+    """The page's shortcuts change no answer: each numeric column's mean and its interval are
+    ``est.mean(interval=0.95)``'s (asked of the numeric columns alone: equal up to the last bits
+    of a sum), a label's shares are asked once, and the association matrix is the pairwise one
+    (every pair recoding both columns, as before) exactly."""
+    sk, _ = release
+    est = dps.M2M(sk)
+    numeric = [n for n in est.columns if isinstance(est.schema[n], Numeric)]
+    means = report._means(est, numeric)
+    assert means is not None
+    full = est.mean(interval=0.95)
+    for n in numeric:
+        j = est.columns.index(n)
+        value, low, high, supported = means[n]
+        assert np.allclose([value, low, high], [full.value[j], full.low[j], full.high[j]], rtol=1e-12, atol=0)
+        assert supported == bool(full.supported[j])
+    answers = report._Answers(est)
+    first = answers.shares("region", interval=0.95)
+    assert answers.shares("region", interval=0.95) is first
+    assert first.equals(est.shares("region", interval=0.95))
+    assert np.array_equal(report._association(est), _pairwise_association(est))
+
+
+def _pairwise_association(est):
+    """The association as first written: every pair recodes both its columns (np.add.at)."""
+    X, w = est._user, est.weights
+    d = X.shape[1]
+    nominal = {j for j, c in enumerate(est.columns) if isinstance(est.schema[c], Categorical)}
+
+    def codes(x, is_nominal):
+        if is_nominal:
+            return np.unique(np.rint(x), return_inverse=True)[1]
+        return np.searchsorted(np.unique(np.quantile(x, [0.2, 0.4, 0.6, 0.8])), x)
+
+    out = np.eye(d)
+    C = X - w @ X
+    var = w @ (C * C)
+    for i in range(d):
+        for j in range(i + 1, d):
+            if i in nominal or j in nominal:
+                ca, cb = codes(X[:, i], i in nominal), codes(X[:, j], j in nominal)
+                table = np.zeros((ca.max() + 1, cb.max() + 1))
+                np.add.at(table, (ca, cb), w)
+                total = table.sum()
+                expected = np.outer(table.sum(1), table.sum(0)) / total
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    chi2 = np.nansum((table - expected) ** 2 / np.where(expected > 0, expected, np.nan))
+                out[i, j] = out[j, i] = math.sqrt(max(chi2 / total, 0.0) / (min(table.shape) - 1))
+            else:
+                out[i, j] = out[j, i] = abs(float(w @ (C[:, i] * C[:, j])) / math.sqrt(var[i] * var[j]))
+    return out
 
 
 def _chromium() -> str | None:
