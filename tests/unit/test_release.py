@@ -709,3 +709,26 @@ def test_the_row_count_is_a_noisy_count_of_the_rows_at_its_share():
     draws = np.array([m(table).privacy["rows_estimate"]["noisy_count"] - 2_000 for _ in range(60)])
     # scale 1/0.5 = 2: the variance of a discrete Laplace of scale 2 is about 7.9
     assert abs(draws.mean()) < 2.5 and 2.0 < draws.var() < 25.0
+
+
+def test_a_selection_with_99_rounds_stays_within_its_budget():
+    """OpenDP rounds every addition of the adaptive composition up; with 99 selection rounds
+    (100 columns) the share left to the release must shrink by tens of ulps, or the release's
+    loss exceeds its budget and the default release of a 100-column table raised inside the
+    measurement ("insufficient budget for query: 0.9700000000000026 > 0.97")."""
+    from opendp_sketch.features.marginals import Marginals
+    from opendp_sketch.release import Budget, make_spanning_sketch
+
+    d = 100
+    fm = Marginals.auto(([0.0] * d, [1.0] * d), fine_bins=2, coarse_bins=2)
+    ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
+    m, _, rounds = make_spanning_sketch(
+        dps.box_domain(([0.0] * d, [1.0] * d)),
+        dp.symmetric_distance(),
+        Budget.of(epsilon=0.97),
+        1,
+        fm,
+        measured=ones,
+    )
+    assert rounds == d - 1
+    assert m.map(1) <= 0.97
