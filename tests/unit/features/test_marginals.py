@@ -452,3 +452,56 @@ def test_a_subset_at_two_resolutions_is_a_two_level_tree():
             dps.Marginals.auto((0, 1), dim=1, fine_bins=64, coarse_one_way=bad)
     with pytest.raises(ValueError, match=rf"position \(99\) must be an index in \[0, {len(fm.blocks)}\]"):
         fm.insert(99, [0], [[4]])
+
+
+# -- the Gram product of many 2-way tables ---------------------------------------------------------
+
+
+def _hostile_rows(rng, n, d, codes):
+    X = rng.random((n, d)) * 1.2 - 0.1  # some values outside the box
+    X[:, codes] = rng.integers(-1, 7, (n, len(codes)))  # codes outside their range too
+    X[::97, 0] = np.nan
+    X[::89, 1] = np.inf
+    X[::83, 2] = -np.inf
+    X[::71, 4] = 1e308
+    return X
+
+
+@pytest.mark.parametrize("chunk_rows, n_jobs", [(4096, 1), (333, 2), (1 << 20, 3)])
+def test_many_pairs_sum_by_gram_product_exactly_as_the_indices_count(chunk_rows, n_jobs):
+    """Every pair of 30 columns at two resolutions (465 tables): the Gram product of the bin
+    indicators gives exactly the counts of the one-hot indices, whatever the chunks and threads,
+    for rows holding NaN, ±inf, huge and out-of-range values and codes."""
+    rng = np.random.default_rng(3)
+    d, codes = 30, [3, 7, 11]
+    hi = np.ones(d)
+    hi[codes] = 4
+    fm = dps.Marginals.auto((np.zeros(d), hi), categorical=codes, fine_bins=8, coarse_bins=4)
+    assert fm._gram is not None  # the product path is the one under test
+    X = _hostile_rows(rng, 5000, d, codes)
+    want = np.bincount(fm._flat(X).ravel(), minlength=fm.num_features)
+    got = np.asarray(fm.fixed_sum(X, chunk_rows=chunk_rows, n_jobs=n_jobs))
+    assert np.array_equal(got, want)
+    assert got.sum() == len(fm.blocks) * 5000  # one cell per table and row: the sensitivity's premise
+
+
+def test_gram_product_with_cut_points_and_two_resolutions(monkeypatch):
+    import opendp_sketch.features.marginals as marginals
+
+    monkeypatch.setattr(marginals, "GRAM_MIN_PAIRS", 1)
+    subsets = [0, 1, (0, 1), (0, 1), (1, 2), (2, 0)]
+    bins = [[10], [5], [[1.0, 2.0], 3], [4, 5], [[2.5], [5.0, 7.5]], [2, [3.0]]]
+    fm = dps.Marginals((0, 10), subsets=subsets, bins=bins, dim=3)
+    assert fm._gram is not None
+    X = np.random.default_rng(4).random((3000, 3)) * 12 - 1
+    X[::13, 1] = np.nan
+    want = np.bincount(fm._flat(X).ravel(), minlength=fm.num_features)
+    assert np.array_equal(np.asarray(fm.fixed_sum(X)), want)
+
+
+def test_few_pairs_or_three_way_tables_keep_the_index_count():
+    assert dps.Marginals.auto(([0.0] * 5, [1.0] * 5), fine_bins=8, coarse_bins=4)._gram is None  # 10 pairs
+    fm = dps.Marginals(
+        (0, 1), subsets=[(0, 1, 2)] + [(i, j) for i in range(9) for j in range(i + 1, 9)], dim=9
+    )
+    assert fm._gram is None  # a 3-way table
