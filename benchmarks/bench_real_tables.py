@@ -10,13 +10,15 @@ Systems, each released at the same ε (pure DP) in the same run:
 
 * ``Histogram + ridge M2M``: the old baseline (``M2M(sketch, method="ridge")``);
 * ``Histogram + synthetic``: the same sketch, the new default decoder (``M2M(sketch)``);
-* ``auto marginals + synthetic``: the schema's default map (``release.auto_marginals`` with a
-  public row estimate, the row count to two significant digits) and decoder;
+* ``auto marginals + synthetic`` (asked with ``--systems``; not run by default since it needs a
+  row hint): the automatic map (``release.auto_marginals`` with a public row estimate, the row
+  count to two significant digits) and decoder;
 * ``schema release + M2M``: the user's path with every default — a Polars frame, a ``dps.Schema``
   of the same public box (linear numeric ranges, ``integer=True`` on the columns R stores as
-  integers; CPSSW8's codes as categorical labels) carrying the public row estimate,
-  ``dps.release_sketch(frame, schema=..., epsilon=ε)`` and ``dps.M2M(sketch)``. Its automatic
-  map is the rule above with the schema path's 1-way bins (``fine_bins=None``: 64 bins when the
+  integers; CPSSW8's codes as categorical labels) with **no row hint**,
+  ``dps.release_sketch(frame, schema=..., epsilon=ε)`` and ``dps.M2M(sketch)``: the release spends
+  its default share of ε on a noisy row count and plans its map from it. Its automatic
+  map is the row-estimate rule with the schema path's 1-way bins (``fine_bins=None``: 64 bins when the
   rule keeps every pair, the pairs' 16 when it leaves some out; the edges include the 16-bin
   grid's; one per value of an integer column with at most 32 values) and, where the rule leaves
   columns apart and a tree's cells stand above the noise, a private spanning tree of pairs
@@ -27,11 +29,12 @@ Systems, each released at the same ε (pure DP) in the same run:
   ε = 0.1): finer cells for a user's thresholds, no tree; and, asked with ``--systems``,
   ``schema_fine16``: ``fine_bins=16``, 1-way cells on the peers' own 16-bin grid (the option for
   questions on a known grid);
-* ``auto marginals, 1-way blocks at weight 2`` (the previous default; run by default) and, asked
-  with ``--systems``, ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
+* asked with ``--systems`` (each with the row hint above): ``marginals_weighted2`` (1-way blocks
+  at weight 2, the previous default), ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
   ``one_way_weight`` 2, 1 (one plain ``Marginals``) or 4 instead of the default 3;
 * ``dp.mbi MST`` / ``dp.mbi AIM``: OpenDP's contingency tables, 16 bins per column (cuts placed
-  just below our bin edges, so both discretise the data identically); failures are recorded;
+  just below our bin edges, so both discretise the data identically); failures are recorded
+  (``--peer-releases`` caps their releases, and the per-query peer's, below ``--releases``);
 * ``OpenDP Polars, one query at a time``: a ``dp.Context`` over the LazyFrame with the budget split
   evenly over the 1 000 counts, each a filtered ``dp.len()``; at 1–3 s a query only the first 50
   are asked (the time is scaled to 1 000); counts only.
@@ -121,8 +124,6 @@ INTEGER = {
 SYSTEMS = (
     "hist_ridge",
     "hist_synthetic",
-    "marginals_synthetic",
-    "marginals_weighted2",
     "schema",
     "schema_fine64",
     "mst",
@@ -155,7 +156,7 @@ LABELS = {
     "marginals_weighted2": "auto marginals as above, 1-way blocks at weight 2 (one_way_weight=2, the previous default) + synthetic decoder",
     "marginals_weighted4": "auto marginals as above, 1-way blocks at weight 4 (one_way_weight=4) + synthetic decoder",
     "marginals_no_bound_cells": "auto marginals as above without the cells at the bounds (bound_cells=None) + synthetic decoder",
-    "schema": "schema release + M2M, every default (with every pair, 1-way cells at 16 and 64 bins, a two-level tree; else 16 bins and a private tree of pairs where it pays)",
+    "schema": "schema release + M2M, no row hint, every default (with every pair, 1-way cells at 16 and 64 bins, a two-level tree; else 16 bins and a private tree of pairs where it pays)",
     "schema_fine64": "schema release + M2M, fine_bins=64, pair_selection=None (the previous default's design)",
     "schema_fine16": "schema release + M2M, fine_bins=16 (the option for questions on a known grid of 16 cells)",
     "schema_select": f"schema release + M2M, pair_selection={SELECTION} (the rule's pairs, then a private spanning tree)",
@@ -427,7 +428,8 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
 
 def schema_frame(name: str, X: np.ndarray, cols: list[str], lo: np.ndarray, hi: np.ndarray):
     """The table as a user holds it (a Polars frame; CPSSW8's codes as labels, R's integer columns
-    as integers) and a public ``dps.Schema`` of the same box with the public row estimate."""
+    as integers) and a public ``dps.Schema`` of the same box, with no row hint (the release counts
+    the rows with a share of its budget)."""
     import opendp_sketch as dps
 
     cats = CATEGORICAL.get(name, [])
@@ -442,7 +444,7 @@ def schema_frame(name: str, X: np.ndarray, cols: list[str], lo: np.ndarray, hi: 
             integer = c in INTEGER.get(name, [])
             spec[c] = dps.Numeric(float(lo[j]), float(hi[j]), integer=integer)
             data[c] = pl.Series(c, X[:, j].astype(np.int64) if integer else X[:, j])
-    return pl.DataFrame(data), dps.Schema(spec, rows=public_rows(X.shape[0]))
+    return pl.DataFrame(data), dps.Schema(spec)
 
 
 def run_schema(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, user) -> Answers:
@@ -699,7 +701,8 @@ def main(argv: list[str] | None = None) -> None:
         "--peer-releases",
         type=int,
         default=None,
-        help="releases of the per-query OpenDP peer (default: --releases; ~2 min each per table)",
+        help="releases of each peer (MST, AIM, the per-query OpenDP peer; default: --releases; "
+        "MST/AIM take 0.5-2 min a release, the per-query peer ~2 min)",
     )
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--tables", default=",".join(TABLES))
@@ -728,7 +731,7 @@ def main(argv: list[str] | None = None) -> None:
         user = UserQueries(name, lo, hi)
         for system in systems:
             runs = releases
-            if system == "opendp_polars" and args.peer_releases is not None:
+            if system in ("mst", "aim", "opendp_polars") and args.peer_releases is not None:
                 runs = min(releases, args.peer_releases)
             for r in range(runs):
                 print(
@@ -841,7 +844,7 @@ def write(
         "",
         f"ε = {args.epsilon} (pure DP), {releases} release(s) per system"
         + (
-            f" ({min(releases, args.peer_releases)} for the per-query peer)"
+            f" ({min(releases, args.peer_releases)} for each peer: MST, AIM, the per-query one)"
             if args.peer_releases is not None and args.peer_releases < releases
             else ""
         )
