@@ -120,6 +120,20 @@ class Accumulator:
         """Add a vector of Python integers of any size."""
         self._add_high(values)
 
+    def merge(self, other: Accumulator) -> None:
+        """Add another accumulator's exact sum: in ``int64`` while both are small (no Python
+        integers per coordinate), through Python integers only when ``other`` spilled.
+
+        >>> a, b = Accumulator(2), Accumulator(2)
+        >>> a.add(np.array([1, 2], dtype=np.int64)); b.add(np.array([2**62 - 1, -5], dtype=np.int64))
+        >>> b.add(np.array([2**62 - 1, 0], dtype=np.int64)); a.merge(b); a.total()
+        [9223372036854775807, -3]
+        """
+        if other._high is not None:
+            self._add_high(other.total())
+        else:
+            self.add(other._low)
+
     def _add_high(self, values) -> None:
         if self._high is None:
             self._high = [0] * self._low.size

@@ -527,7 +527,7 @@ def _frame_sum_function(
         total, rows = Accumulator(feature_map.num_features), 0
         for X in iter_batches(frame, names, batch_rows):
             X = _fill(X, fill)
-            total.add_exact(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs).total())
+            total.merge(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs))
             rows += X.shape[0]
         return total.clipped(I64_MAX), min(rows, I64_MAX)
 

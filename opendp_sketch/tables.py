@@ -489,7 +489,7 @@ def make_table_sum_and_count(
             if not batch.height:
                 continue
             X = schema.encode(batch)
-            total.add_exact(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs).total())
+            total.merge(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs))
             rows += batch.height
             report_batch(batch.height)
         return total.clipped(I64_MAX), min(rows, I64_MAX)

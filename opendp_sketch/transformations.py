@@ -406,7 +406,7 @@ def make_clamped_sum_and_count(
             for s in range(0, x.shape[0], _IMPUTE_BLOCK_ROWS):
                 block = x[s : s + _IMPUTE_BLOCK_ROWS]
                 block = np.where(np.isnan(block), fill, block)
-                total.add_exact(feature_map._accumulate(block, (lo, hi), chunk_rows, n_jobs).total())
+                total.merge(feature_map._accumulate(block, (lo, hi), chunk_rows, n_jobs))
         return total.clipped(I64_MAX), min(int(x.shape[0]), I64_MAX)
 
     return pair_transformation(input_domain, input_metric, feature_map, function)

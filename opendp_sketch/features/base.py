@@ -313,7 +313,7 @@ class FeatureMap(ABC):
                 parts = [pool.submit(worker) for _ in range(jobs)]
                 total = Accumulator(self.num_features)
                 for part in parts:
-                    total.add_exact(part.result().total())
+                    total.merge(part.result())
         return total
 
     def _chunk_rows(self, chunk_rows: int) -> int:
