@@ -626,6 +626,9 @@ class Ledger:
         """
         if rec.signed and not self.signing:
             raise LedgerError(f"dataset {rec.dataset_id!r} is signed: releases need its key")
+        # the row stores doubles: record the double at or above each exact loss, and add that same
+        # double to the spent total, so the audit's sum of rows equals it and nothing is under-recorded
+        loss = (_double_up(loss[0]), _double_up(loss[1]))
         spent = (rec.spent[0] + loss[0], rec.spent[1] + loss[1])
         if spent[0] > rec.total[0] or spent[1] > rec.total[1]:
             raise PrivacyBudgetError(
@@ -828,3 +831,15 @@ def _verify_dataset(con: sqlite3.Connection, ds: str, key: bytes | None) -> dict
         "head": record.head,
         "problems": problems,
     }
+
+
+def _double_up(x: Any) -> Fraction:
+    """The least double at or above ``x``, exactly.
+
+    >>> _double_up(Fraction(1, 3)) > Fraction(1, 3), float(_double_up(Fraction(1, 10))) == 0.1
+    (True, True)
+    """
+    f = float(x)
+    if Fraction(f) < Fraction(x):
+        f = math.nextafter(f, math.inf)
+    return Fraction(f)

@@ -327,12 +327,9 @@ def test_read_only_uri_opens_read_only(ledger: Ledger) -> None:
     con.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="record_release stores float(loss) in the row but adds the exact Fraction to the stored "
-    "spent cache: a loss that is not a double (here 1/10) makes the dataset fail its own audit",
-)
 def test_a_loss_that_is_not_a_double_keeps_the_dataset_readable(ledger: Ledger) -> None:
+    """A loss given as an exact fraction (1/10, 1/3) is recorded as the double at or above it,
+    in the row and in the spent total alike: the dataset passes its own audit."""
     ledger.ensure_dataset("ds", "epsilon", (1.0, 0.0))
     with ledger.transaction() as con:
         rec = ledger.dataset("ds", con)
