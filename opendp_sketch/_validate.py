@@ -131,9 +131,11 @@ def check_seed(seed: Any) -> int:
 
 def check_chunking(chunk_rows: Any, n_jobs: Any) -> None:
     """``chunk_rows`` a positive int, ``n_jobs`` a positive int or ``None`` (every exact-sum source)."""
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows <= 0:
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows <= 0:
         raise ValueError(f"chunk_rows ({chunk_rows!r}) must be a positive integer")
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs <= 0):
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs <= 0
+    ):
         raise ValueError(f"n_jobs ({n_jobs!r}) must be a positive integer or None")
 
 

@@ -142,8 +142,8 @@ def descriptor_of(domain: dp.Domain) -> BoxDescriptor:
     desc = getattr(domain, "descriptor", None)
     if not isinstance(desc, BoxDescriptor):
         raise ValueError(
-            f"input_domain ({domain}) must be a box_domain, frame_box_domain or dask_box_domain "
-            "(see opendp_sketch.box_domain)"
+            f"input_domain ({domain}) must be a box_domain, frame_box_domain, dask_box_domain or a table "
+            "domain (see opendp_sketch.box_domain and opendp_sketch.table_domain)"
         )
     return desc
 

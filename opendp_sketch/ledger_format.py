@@ -10,6 +10,7 @@ and audits these rows is :class:`~opendp_sketch.ledger.Ledger`.
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import json
 import math
@@ -213,13 +214,23 @@ Checkpoint = tuple[int, "DatasetRecord"]
 
 
 def describe(budget: str, loss: Any) -> str:
-    """``ε = 0.5``, ``(ε, δ) = (0.5, 1e-06)`` or ``ρ = 0.1``; fractions shown rounded up."""
+    """``ε = 0.5``, ``(ε, δ) = (0.5, 1e-06)`` or ``ρ = 0.1``; never shown below the loss (six
+    significant digits, rounded up).
 
-    def up(v: Any) -> float:
-        return v if isinstance(v, float) and not math.isfinite(v) else float_up(Fraction(v))
+    >>> describe("epsilon", (Fraction(1, 3), 0)), describe("epsilon", (0.5, 0))
+    ('ε = 0.333334', 'ε = 0.5')
+    """
+
+    def up(v: Any) -> str:
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{v:g}"
+        exact = Fraction(v)
+        ceiling = decimal.Context(prec=6, rounding=decimal.ROUND_CEILING)
+        shown = ceiling.divide(decimal.Decimal(exact.numerator), decimal.Decimal(exact.denominator))
+        return f"{float(shown):g}"  # six digits: the double nearest them prints them back
 
     if budget == "epsilon":
-        return f"ε = {up(loss[0]):g}"
+        return f"ε = {up(loss[0])}"
     if budget == "rho":
-        return f"ρ = {up(loss[0]):g}"
-    return f"(ε, δ) = ({up(loss[0]):g}, {up(loss[1]):g})"
+        return f"ρ = {up(loss[0])}"
+    return f"(ε, δ) = ({up(loss[0])}, {up(loss[1])})"

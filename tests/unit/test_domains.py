@@ -161,7 +161,9 @@ def test_descriptor_of_takes_every_box_descriptor(dom: dp.Domain) -> None:
     assert descriptor_of(dom) is dom.descriptor
     assert isinstance(descriptor_of(table_domain(SCHEMA)), TableDomain)
     for other in (dp.numpy.array2_domain(T=float), dp.vector_domain(dp.atom_domain(T=float))):
-        with pytest.raises(ValueError, match=r"must be a box_domain, frame_box_domain or dask_box_domain"):
+        with pytest.raises(
+            ValueError, match=r"must be a box_domain, frame_box_domain, dask_box_domain or a table"
+        ):
             descriptor_of(other)
 
 

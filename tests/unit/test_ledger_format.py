@@ -224,10 +224,11 @@ def test_describe(budget: str, loss: Any, text: str) -> None:
 
 
 def test_describe_shows_six_significant_digits_of_the_value_rounded_up() -> None:
-    """The fraction is rounded up to a double first; the text then keeps 6 significant digits."""
-    assert describe("epsilon", (Fraction(1, 3), 0)) == "ε = 0.333333"
-    assert describe("rho", (Fraction(1, 10) + Fraction(1, 10**12), 0)) == "ρ = 0.1"
-    assert describe("epsilon_delta", (Fraction(2), Fraction(1, 3 * 10**7))) == "(ε, δ) = (2, 3.33333e-08)"
+    """Six significant digits, rounded up: a recorded loss is never shown below its value."""
+    assert describe("epsilon", (Fraction(1, 3), 0)) == "ε = 0.333334"  # rounded up, never below
+    assert describe("rho", (Fraction(1, 10) + Fraction(1, 10**12), 0)) == "ρ = 0.100001"
+    assert describe("rho", (Fraction(1, 10), 0)) == "ρ = 0.1"
+    assert describe("epsilon_delta", (Fraction(2), Fraction(1, 3 * 10**7))) == "(ε, δ) = (2, 3.33334e-08)"
 
 
 def test_the_file_format_names() -> None:
