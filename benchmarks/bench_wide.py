@@ -1,0 +1,185 @@
+"""Wide tables: the default schema release and its decode from 10 to 100 columns (issue 40).
+
+Setting: a correlated mixed table of n = 10⁵ rows and d columns (d = 10, 20, 40, 80, 100): eight
+latent normal factors, each column one factor plus noise; every fourth column categorical (five
+labels cut from its value), the others numeric in a public range [0, 100]. Public schema written
+below, never read from the rows. Each measurement is one fresh process (CPU seconds of every
+thread, wall seconds, peak extra RSS):
+
+* **release**: ``dps.release_sketch(frame, schema=schema, epsilon=1)`` with every default: the
+  noisy row count, the automatic map, the private choice of a tree of pairs (MST-style, scores
+  of every candidate pair from one pass), the release;
+* **release without the choice**: the same with ``pair_selection=None`` — the difference is the
+  cost of scoring every pair (issue 40's target: at 100 columns, 4 950 pairs, the choice costs no
+  more than the release itself);
+* **decode**: ``dps.M2M(sketch)`` on that release, the decoder cache off (the synthetic-point
+  decoder; issue 40's targets: 80 columns within 2.5× the 10-column time and 600 MB; 8–20
+  columns within 2 s of CPU).
+
+Usage: ``python benchmarks/bench_wide.py [--quick] [--out-dir DIR]`` (``--quick``: n = 10⁴,
+d = 10, 40). Writes ``benchmarks/results/bench_wide.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+NAME = "bench_wide"
+SEED = 20261128
+FULL = {"n": 100_000, "widths": [10, 20, 40, 80, 100]}
+QUICK = {"n": 10_000, "widths": [10, 40]}
+LABELS = ["a", "b", "c", "d", "e"]
+
+
+def table(n: int, d: int) -> tuple[Any, dict[str, Any]]:
+    """The table and its public schema (ranges and labels chosen here, not read from the rows)."""
+    import polars as pl
+
+    rng = np.random.default_rng(SEED)
+    z = rng.normal(size=(n, 8))
+    cols: dict[str, Any] = {}
+    spec: dict[str, Any] = {}
+    for j in range(d):
+        x = z[:, j % 8] + 0.7 * rng.normal(size=n)
+        if j % 4 == 3:
+            cols[f"c{j}"] = np.array(LABELS)[np.digitize(x, [-1, -0.3, 0.3, 1])]
+            spec[f"c{j}"] = LABELS
+        else:
+            cols[f"x{j}"] = np.clip(x * 10 + 50, 0, 100)
+            spec[f"x{j}"] = (0, 100)
+    return pl.DataFrame(cols), spec
+
+
+def setup(config: dict[str, Any]):
+    import os
+
+    import opendp.prelude as dp
+
+    import opendp_sketch as dps
+
+    dp.enable_features("contrib", "honest-but-curious")
+    frame, spec = table(config["n"], config["d"])
+    schema = dps.Schema(spec)
+    if config["mode"] == "release":
+        return lambda: dps.release_sketch(frame, schema=schema, epsilon=1.0).feature_map.num_features
+    if config["mode"] == "no_choice":
+        return lambda: (
+            dps.release_sketch(
+                frame, schema=schema, epsilon=1.0, pair_selection=None
+            ).feature_map.num_features
+        )
+    sk = dps.release_sketch(frame, schema=schema, epsilon=1.0)
+
+    os.environ["OPENDP_SKETCH_CACHE"] = "off"  # decode afresh
+    return lambda: dps.M2M(sk).samples.shape[0]
+
+
+def main() -> None:
+    args = C.parse_args(__doc__.splitlines()[0])
+    if args.child is not None:
+        C.child_main(args.child, setup, post=lambda cfg, out: int(out))
+        return
+    cfg = QUICK if args.quick else FULL
+    info = C.machine_info()
+    results: dict[int, dict[str, dict[str, Any]]] = {}
+    for d in cfg["widths"]:
+        results[d] = {}
+        for mode in ("release", "no_choice", "decode"):
+            C.progress(f"d = {d}: {mode}")
+            results[d][mode] = C.run_child_quietly(__file__, {"n": cfg["n"], "d": d, "mode": mode}, args)
+    base = results[cfg["widths"][0]]["decode"]["cpu_s"]
+    rows = []
+    for d, r in results.items():
+        choice = r["release"]["cpu_s"] - r["no_choice"]["cpu_s"]
+        rows.append(
+            [
+                d,
+                f"{d * (d - 1) // 2:,}",
+                C.fmt(r["release"]["cpu_s"]),
+                C.fmt(r["no_choice"]["cpu_s"]),
+                C.fmt(choice),
+                f"{r['release']['peak_extra_mb']:,.0f}",
+                C.fmt(r["decode"]["cpu_s"]),
+                f"{r['decode']['cpu_s'] / base:.2f}×",
+                f"{r['decode']['peak_extra_mb']:,.0f}",
+                f"{r['decode']['result']:,}",
+            ]
+        )
+    widest = max(results)
+    at80 = results.get(80, results[widest])
+    targets = [
+        [
+            "decode at 80 columns ≤ 2.5× the 10-column CPU",
+            f"{at80['decode']['cpu_s'] / base:.2f}×",
+            str(at80["decode"]["cpu_s"] / base <= 2.5),
+        ],
+        [
+            "decode at 80 columns ≤ 600 MB extra",
+            f"{at80['decode']['peak_extra_mb']:,.0f} MB",
+            str(at80["decode"]["peak_extra_mb"] <= 600),
+        ],
+        [
+            "decode at 8–20 columns ≤ 2 s CPU",
+            ", ".join(C.fmt(results[d]["decode"]["cpu_s"]) for d in results if d <= 20) + " s",
+            str(all(results[d]["decode"]["cpu_s"] <= 2 for d in results if d <= 20)),
+        ],
+        [
+            f"choosing pairs at {widest} columns ≤ the release without it",
+            f"{C.fmt(results[widest]['release']['cpu_s'] - results[widest]['no_choice']['cpu_s'])} s vs "
+            f"{C.fmt(results[widest]['no_choice']['cpu_s'])} s",
+            str(
+                results[widest]["release"]["cpu_s"] - results[widest]["no_choice"]["cpu_s"]
+                <= results[widest]["no_choice"]["cpu_s"]
+            ),
+        ],
+    ]
+    body = "\n".join(
+        [
+            f"n = {cfg['n']:,} rows; every fourth column categorical (5 labels), the others numeric. One fresh "
+            "process per cell; CPU seconds count every thread. *choice* is the release's CPU minus the "
+            "release's without `pair_selection` (the scores of every pair and the noisy choices).",
+            "",
+            C.md_table(
+                [
+                    "columns",
+                    "pairs",
+                    "release CPU s",
+                    "without the choice",
+                    "choice",
+                    "release peak MB",
+                    "decode CPU s",
+                    "× 10 columns",
+                    "decode peak MB",
+                    "points",
+                ],
+                rows,
+            ),
+            "",
+            "## Targets (issue 40)",
+            "",
+            C.md_table(["target", "measured", "met"], targets),
+            "",
+            "```json",
+            json.dumps(
+                {
+                    d: {m: {k: v[k] for k in ("cpu_s", "time_s", "peak_extra_mb")} for m, v in r.items()}
+                    for d, r in results.items()
+                }
+            ),
+            "```",
+        ]
+    )
+    out = C.out_dir(args) / f"{NAME}.md"
+    C.write_report(out, "Wide tables: the default release and its decode", info, body, args.quick)
+
+
+if __name__ == "__main__":
+    main()
