@@ -866,7 +866,9 @@ class Schema:
 
     def decode(self, U: Any) -> pl.DataFrame:
         """Encoded points back to user units and labels (Float64, Int64 for integer columns,
-        Enum of the public labels, Boolean).
+        Date/Datetime, Enum of the public labels, Boolean), one column per coordinate: a numeric
+        column with a null state is null where the state is on, and the state is a Boolean
+        column ``name:null`` beside it (so a query can name either).
 
         >>> Schema({"x": (0, 10), "c": ["a", "b"]}).decode([[0.25, 1.0]]).to_dicts()
         [{'x': 2.5, 'c': 'b'}]
@@ -881,10 +883,11 @@ class Schema:
             if isinstance(col, Numeric):
                 x = col.value(u)
                 series = _numeric_series(name, x, col)
-                if col.null_state:
-                    gone = U[:, index[name + NULL_SUFFIX]] >= 0.5
-                    series = series.scatter(np.flatnonzero(gone), None) if gone.any() else series
                 cols[name] = series
+                if col.null_state:  # the column null where its state is on, and the state itself
+                    gone = U[:, index[name + NULL_SUFFIX]] >= 0.5
+                    cols[name] = series.scatter(np.flatnonzero(gone), None) if gone.any() else series
+                    cols[name + NULL_SUFFIX] = pl.Series(name + NULL_SUFFIX, gone, dtype=pl.Boolean)
             elif isinstance(col, Categorical):
                 k = np.clip(np.rint(u), 0, col.cardinality - 1).astype(np.int64)
                 levels = col.levels

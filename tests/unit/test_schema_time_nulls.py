@@ -67,7 +67,7 @@ def test_null_state_is_a_companion_coordinate() -> None:
     )
     assert U[:, 1].tolist() == [0.0, 1.0]
     back = s.decode(U)
-    assert back.columns == s.data_columns
+    assert back.columns == s.columns and back["income:null"].to_list() == [False, True]
     assert back["income"].to_list()[1] is None and back["income"].to_list()[0] == pytest.approx(10.0)
 
 
