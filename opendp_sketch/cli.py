@@ -545,7 +545,9 @@ def _plot(args: argparse.Namespace) -> int:
     try:
         import matplotlib
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ValueError('plotting needs matplotlib: pip install "opendp-sketch[plot]"') from None
+        raise ValueError(
+            'plotting needs matplotlib: pip install "opendp-sketch[plot]" (from a checkout: pip install -e ".[plot]")'
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

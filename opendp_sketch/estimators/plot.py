@@ -23,7 +23,9 @@ def _pyplot() -> Any:
     try:
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ValueError('plotting needs matplotlib: pip install "opendp-sketch[plot]"') from None
+        raise ValueError(
+            'plotting needs matplotlib: pip install "opendp-sketch[plot]" (from a checkout: pip install -e ".[plot]")'
+        ) from None
     return plt
 
 
