@@ -119,8 +119,9 @@ def test_a_histogram_release_marks_every_pair_inferred(tmp_path):
 def test_the_page_asks_the_same_questions_as_the_estimator(release):
     """The page's shortcuts change no answer: each numeric column's mean and its interval are
     ``est.mean(interval=0.95)``'s (asked of the numeric columns alone: equal up to the last bits
-    of a sum), a label's shares are asked once, and the association matrix is the pairwise one
-    (every pair recoding both columns, as before) exactly."""
+    of a sum), a label's shares and a list of expressions are asked once (an equal list gets the
+    kept answer), and the association matrix is the pairwise one (every pair recoding both
+    columns, as before) exactly."""
     sk, _ = release
     est = dps.M2M(sk)
     numeric = [n for n in est.columns if isinstance(est.schema[n], Numeric)]
@@ -136,6 +137,12 @@ def test_the_page_asks_the_same_questions_as_the_estimator(release):
     first = answers.shares("region", interval=0.95)
     assert answers.shares("region", interval=0.95) is first
     assert first.equals(est.shares("region", interval=0.95))
+    cells = [(pl.col("age") < 30).alias("_0"), (pl.col("age") >= 30).alias("_1")]
+    asked = answers.expect(cells, interval=0.95)
+    again = [(pl.col("age") < 30).alias("_0"), (pl.col("age") >= 30).alias("_1")]  # equal, not the same
+    assert answers.expect(again, interval=0.95) is asked
+    assert answers.expect(again[::-1], interval=0.95) is not asked
+    assert np.array_equal(asked.low, est.expect(cells, interval=0.95).low)
     assert np.array_equal(report._association(est), _pairwise_association(est))
 
 
