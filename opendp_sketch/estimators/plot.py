@@ -225,6 +225,11 @@ def plot_column(est: Any, column: str | int, *, interval: float | None = 0.95, a
         if isinstance(spec, Numeric) and spec.scale == "log":
             _log_axis(ax.set_xscale, a)
         ax.set_xlim(a[0], b[-1])
+        if isinstance(spec, Numeric) and spec.time is not None:  # ticks as dates, not day numbers
+            from matplotlib.ticker import FuncFormatter
+
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: str(spec.as_time(v))))
+            ax.tick_params(axis="x", labelrotation=30)
     if has_iv:
         for bar, h in zip(bars, hatch or []):
             bar.set_hatch(h)
