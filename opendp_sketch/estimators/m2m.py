@@ -1,25 +1,12 @@
-r"""Moment-to-moment (M2M) estimation: any average of a function from one released sketch.
+"""Moment-to-moment (M2M) estimation: any average of a function from one released sketch.
 
-The analyst draws public samples ``x̃_1..x̃_ns`` from a prior ``ψ`` on the public box and fits a
-ridge model ``⟨a_f, Φ(x)⟩ ≈ f(x)``. The estimate of ``f̄ = (1/n) Σ f(x_i)`` is ``⟨a_f, ẑ⟩``. With
-``P = Φ(x̃)`` and ``G = PᵀP/ns``, ``a_f = (G + λI)⁻¹ PᵀF/ns``, so
-
-.. math:: ⟨a_f, ẑ⟩ = (1/ns) Σ_i w_i f(x̃_i), \qquad w = P (G + λI)^{-1} ẑ
-
-and **one weight vector** ``w`` serves every query: the sketch becomes a weighted synthetic dataset
-(implicit-M2M). Everything here is post-processing of the released sketch and public draws.
-
-Choosing ``λ``. ``G = V diag(s) Vᵀ`` is diagonalised once, after which any ``λ`` costs ``O(m·q)``
-for ``q`` queries. ``lam="auto"`` minimises, over a reference family of queries (every column's
-mean, second moment and CDF at interior points), the expected squared error of the estimate when
-the data follow the prior::
-
-    (E_ψ r)² + Var_ψ(r) / n̂ + ‖a‖² σ_ξ² / n̂²,     r = f − ⟨a, Φ⟩,
-
-each query normalised by ``Var_ψ f``. Its ingredients are public: the prior samples, the released
-noise variance ``σ_ξ²`` and the released count ``n̂``. Theorem 3.1 of the M2M paper bounds the same
-error by ``E_ψ r² + ‖a‖² σ_ξ²/n²`` (minimised by ``λ = σ_ξ²/n²``, ``lam="theorem"``); the paper's
-experiments used the larger ``λ = σ_ξ²/n̂`` (eq. 5, ``lam="paper"``).
+:class:`M2M` decodes a sketch into weighted points, by the synthetic decoder (a distribution
+fitted to every released block, :mod:`~opendp_sketch.estimators.synthetic`, the default) or by
+the M2M paper's ridge estimator on prior samples (:mod:`~opendp_sketch.estimators.ridge`, which
+says how its ``λ`` is chosen), and answers every query as an average over those points: means,
+moments, counts, CDFs, quantiles, shares and group means, in the table's units, with intervals
+from the released cells where asked. Everything here is post-processing of the released sketch
+and public draws.
 """
 
 from __future__ import annotations
@@ -32,17 +19,16 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import scipy.linalg
-import scipy.sparse
 
 from .._compat import ForgetsCallInput
 from ..domains import box_data_bounds
-from ..features.base import FeatureMap, OneHotFeatureMap
+from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
 from .intervals import CellIndex, Interval, cell_intervals, probe_points, require_cells
 from .queries import as_expressions
+from .ridge import DEFAULT_PRIOR_SAMPLES, RidgeDesign, draw_prior, reference_queries
 from .synthetic import DEFAULT_SYNTHETIC_POINTS, SyntheticDecoder, cell_edges
 
 __all__ = ["M2M", "Prior"]
@@ -53,112 +39,8 @@ _METHODS = ("synthetic", "ridge")
 Prior = Callable[[int, np.random.Generator], np.ndarray]
 Query = Callable[[np.ndarray], Any] | pl.Expr | str | Sequence[pl.Expr | str]
 
-_CHUNK = 8192
-_N_CDF_REF = 8
-_MAX_REF_QUERIES = 512
-_DESIGN_CACHE: OrderedDict[tuple, _Design] = OrderedDict()
+_DESIGN_CACHE: OrderedDict[tuple, RidgeDesign] = OrderedDict()
 _DESIGN_CACHE_BYTES = 1 << 30
-
-
-class _Design:
-    """Everything M2M needs that depends only on public choices: prior samples and ``eig(G)``.
-
-    Cached per (map fingerprint, box, discrete columns, ns, seed) for the default uniform prior,
-    so re-analysing several sketches of one map (e.g. one per ε) pays the Gram matrix once.
-    """
-
-    def __init__(self, fm: FeatureMap, samples: np.ndarray, ref: Callable[[np.ndarray], np.ndarray]):
-        ns, m = samples.shape[0], fm.num_features
-        self.samples = samples
-        G = np.zeros((m, m))
-        G_sparse = None
-        phi_mean = np.zeros(m)
-        b = None
-        f_sum = f_sq = None
-        for s, P in _feature_chunks(fm, samples):
-            F = ref(samples[s])
-            if b is None:
-                b = np.zeros((m, F.shape[1]))
-                f_sum, f_sq = np.zeros(F.shape[1]), np.zeros(F.shape[1])
-            if scipy.sparse.issparse(P):
-                gram = (P.T @ P).tocsr()
-                G_sparse = gram if G_sparse is None else G_sparse + gram
-            else:
-                G += P.T @ P
-            phi_mean += np.asarray(P.sum(axis=0)).ravel()
-            b += P.T @ F
-            f_sum += F.sum(axis=0)
-            f_sq += (F * F).sum(axis=0)
-        if G_sparse is not None:
-            G += G_sparse.toarray()
-        G /= ns
-        s_, V = scipy.linalg.eigh(G, driver="evd", overwrite_a=True, check_finite=False)
-        self.eigvals = np.clip(s_, 0.0, None)
-        self.eigvecs = V
-        self.phi_mean_rot = V.T @ (phi_mean / ns)
-        self.ref_rot = V.T @ (b / ns)
-        self.ref_mean = f_sum / ns
-        self.ref_sq = f_sq / ns
-        self.ref_var = np.maximum(self.ref_sq - self.ref_mean**2, 1e-300)
-        self.scale = float(max(self.eigvals.mean(), 1e-300))
-
-    def nbytes(self) -> int:
-        return self.samples.nbytes + self.eigvecs.nbytes + self.ref_rot.nbytes
-
-    def risk(self, lam: np.ndarray, noise_var: float, n_hat: float) -> np.ndarray:
-        """Normalised expected squared error summed over the reference queries, for each ``λ``."""
-        out = np.empty(lam.shape)
-        s, beta = self.eigvals[:, None], self.ref_rot
-        for i, lam_i in enumerate(lam):
-            alpha = beta / (s + lam_i)
-            bias = self.ref_mean - self.phi_mean_rot @ alpha
-            sq = self.ref_sq - 2 * (beta * alpha).sum(axis=0) + (s * alpha * alpha).sum(axis=0)
-            var = np.maximum(sq - bias**2, 0.0)
-            noise = (alpha * alpha).sum(axis=0) * noise_var / n_hat**2
-            out[i] = float(((bias**2 + var / n_hat + noise) / self.ref_var).sum())
-        return out
-
-
-def _feature_chunks(fm: FeatureMap, X: np.ndarray):
-    """``(slice, Φ(X[slice]))`` in chunks; one-hot maps give sparse matrices (``G`` in O(ns·k²))."""
-    for start in range(0, X.shape[0], _CHUNK):
-        s = slice(start, min(start + _CHUNK, X.shape[0]))
-        if isinstance(fm, OneHotFeatureMap):
-            idx = fm._flat(X[s])
-            rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
-            P = scipy.sparse.csr_matrix(
-                (np.ones(idx.size), (rows, idx.ravel())), shape=(idx.shape[0], fm.num_features)
-            )
-        else:
-            P = fm.transform(X[s])
-        yield s, P
-
-
-def _reference_queries(
-    lo: np.ndarray, hi: np.ndarray, discrete: set[int]
-) -> Callable[[np.ndarray], np.ndarray]:
-    """Means, second moments and interior CDF points of every column (at most 512 functions)."""
-    d = lo.size
-    cols = list(range(d))
-    per_col = 2 + _N_CDF_REF
-    if d * per_col > _MAX_REF_QUERIES:  # many columns: a public, evenly spaced subset
-        cols = sorted(set(np.linspace(0, d - 1, _MAX_REF_QUERIES // per_col).astype(int).tolist()))
-    t = np.linspace(0, 1, _N_CDF_REF + 2)[1:-1]
-
-    def ref(X: np.ndarray) -> np.ndarray:
-        out = []
-        for j in cols:
-            u = (X[:, j] - lo[j]) / (hi[j] - lo[j])
-            out += [u, u * u]
-            if j not in discrete:
-                out += [(u[:, None] <= t).astype(np.float64)]
-        return np.column_stack(out)
-
-    return ref
-
-
-#: default number of prior samples of the ridge estimator
-DEFAULT_PRIOR_SAMPLES = 100_000
 
 
 def check_options(n_samples: Any, seed: Any, lam: Any, method: Any = "synthetic") -> None:
@@ -300,8 +182,8 @@ class M2M(ForgetsCallInput):
                 )
             self._design = self._get_design(prior)
             self.samples = self._design.samples
-            self.lam = self._choose_lam(lam)
-            self.weights = self._compute_weights()
+            self.lam = self._design.choose_lam(lam, self.noise_var, self.n_hat)
+            self.weights = self._design.weights(fm, sketch.mean, self.lam)
         self._frame: pl.DataFrame | None = None
         self._probe_points: np.ndarray | None = None
         self._probe_cache: tuple[pl.DataFrame, np.ndarray] | None = None
@@ -400,21 +282,7 @@ class M2M(ForgetsCallInput):
             out[j] = v
         return out
 
-    def _draw(self, prior: Prior | None, n: int, rng: np.random.Generator) -> np.ndarray:
-        d = self.lower.size
-        if prior is None:
-            X = rng.uniform(self.lower, self.upper, size=(n, d))
-        else:
-            X = np.array(prior(n, rng), dtype=np.float64)  # a copy: discrete columns are written below
-            if X.shape != (n, d):
-                raise ValueError(f"prior(n, rng) must return an array of shape ({n}, {d}), got {X.shape}")
-            if not np.isfinite(X).all() or (X < self.lower).any() or (X > self.upper).any():
-                raise ValueError("prior samples must be finite and inside the bounds")
-        for j, values in self.discrete.items():
-            X[:, j] = rng.choice(values, size=n)
-        return X
-
-    def _get_design(self, prior: Prior | None) -> _Design:
+    def _get_design(self, prior: Prior | None) -> RidgeDesign:
         key = (
             self.feature_map.fingerprint(),
             tuple(self.lower),
@@ -427,9 +295,9 @@ class M2M(ForgetsCallInput):
             _DESIGN_CACHE.move_to_end(key)
             return _DESIGN_CACHE[key]
         rng = np.random.default_rng(self.seed)
-        samples = self._draw(prior, self.n_samples, rng)
-        design = _Design(
-            self.feature_map, samples, _reference_queries(self.lower, self.upper, set(self.discrete))
+        samples = draw_prior(prior, self.n_samples, rng, self.lower, self.upper, self.discrete)
+        design = RidgeDesign(
+            self.feature_map, samples, reference_queries(self.lower, self.upper, set(self.discrete))
         )
         if prior is None:
             _DESIGN_CACHE[key] = design
@@ -439,33 +307,6 @@ class M2M(ForgetsCallInput):
             ):
                 _DESIGN_CACHE.popitem(last=False)
         return design
-
-    def _choose_lam(self, lam: str | float) -> float:
-        if lam == "paper":
-            return self.noise_var / self.n_hat
-        if lam == "theorem":
-            return self.noise_var / self.n_hat**2
-        if lam == "auto":
-            grid = self._design.scale * np.logspace(-12, 2, 57)
-            i = int(np.argmin(self._design.risk(grid, self.noise_var, self.n_hat)))
-            fine = grid[i] * np.logspace(-0.25, 0.25, 11)
-            return float(fine[int(np.argmin(self._design.risk(fine, self.noise_var, self.n_hat)))])
-        return float(lam)
-
-    def _solve(self, b: np.ndarray) -> np.ndarray:
-        """``(G + λI)⁺ b`` through the eigendecomposition (pseudo-inverse on a null space at λ=0)."""
-        V, s = self._design.eigvecs, self._design.eigvals
-        denom = s + self.lam
-        inv = np.where(denom > 1e-12 * self._design.scale, 1.0 / np.where(denom > 0, denom, 1.0), 0.0)
-        rot = V.T @ b
-        return V @ (rot * (inv if rot.ndim == 1 else inv[:, None]))
-
-    def _compute_weights(self) -> np.ndarray:
-        c = self._solve(self.sketch.mean)
-        w = np.empty(self.n_samples)
-        for s, P in _feature_chunks(self.feature_map, self.samples):
-            w[s] = P @ c
-        return w / self.n_samples
 
     # -- queries --------------------------------------------------------------------------------
     def column_index(self, column: str | int) -> int:
@@ -557,14 +398,6 @@ class M2M(ForgetsCallInput):
             raise ValueError("the query returned NaN or infinite values on points inside the bounds")
         return F
 
-    def _noise_std(self, F: np.ndarray) -> np.ndarray:
-        """Standard deviation ``‖a_f‖ σ_ξ / n̂`` of the DP-noise term of each column of ``F``."""
-        b = np.zeros((self.feature_map.num_features, F.shape[1]))
-        for s, P in _feature_chunks(self.feature_map, self.samples):
-            b += P.T @ F[s]
-        a = self._solve(b / self.n_samples)
-        return np.linalg.norm(a, axis=0) * math.sqrt(self.noise_var) / self.n_hat
-
     def _answer(
         self,
         F: np.ndarray,
@@ -590,7 +423,9 @@ class M2M(ForgetsCallInput):
             return value
         if self.method != "ridge":
             raise ValueError("return_std needs method='ridge' (the linear estimate's noise term)")
-        return value, (self._noise_std(F) * abs(scale)).reshape(shape)
+        assert self.lam is not None  # the ridge decoder's
+        std = self._design.noise_std(self.feature_map, F, self.lam, self.noise_var, self.n_hat)
+        return value, (std * abs(scale)).reshape(shape)
 
     def expect(self, f: Query, *, return_std: bool = False, interval: float | None = None) -> Any:
         r"""Estimate of ``(1/n) Σ f(x_i)``.
