@@ -11,7 +11,7 @@ is fixed before any data is read:
 * :func:`auto_tree`: whether a private spanning tree of pairs pays (the share of the budget to
   spend on it, or ``None``), and the rounds it needs (:func:`tree_rounds`).
 
-The measured evidence behind each constant is in ``benchmarks/results`` (cited per constant).
+The measured evidence behind each rule and constant is in ``docs/design/planning.md``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ __all__ = [
 AUTO_FINE_BINS = 32
 
 #: ... and with a public row estimate and a budget that leave an average cell of that many bins
-#: ``AUTO_FINE_SNR`` noise std's of rows (benchmarks/results/bench_fine_bins.md: off-grid queries)
+#: ``AUTO_FINE_SNR`` noise std's of rows (evidence: docs/design/planning.md)
 AUTO_FINER_BINS = 64
 
 AUTO_FINE_SNR = 8.0
@@ -68,14 +68,13 @@ AUTO_MAX_PAIR_BINS = 16
 AUTO_PAIR_SNR = 3 * math.sqrt(2)
 
 #: weight of the 1-way blocks against the 2-way blocks in the automatic marginals (a composite):
-#: 1-way cells see a third of the noise of 2-way cells (benchmarks/results/bench_one_way_weight.md,
-#: weights 3 and 4 against 2 on common noise; real_tables*.md, weight 2 against 1)
+#: 1-way cells see a third of the noise of 2-way cells (evidence: docs/design/planning.md)
 AUTO_ONE_WAY_WEIGHT = 3.0
 
 #: a numeric column whose automatic 1-way cells are finer than the pairs' (64 or 32 bins with
 #: 2-way marginals) is also measured at the pairs' 16 bins, a two-level tree: the coarse level at
 #: ``one_way_weight + AUTO_TREE_EXTRA_WEIGHT``, the fine one at ``AUTO_TREE_FINE_WEIGHT``
-#: (:func:`auto_marginals`; benchmarks/results/bench_one_way_tree.md)
+#: (:func:`auto_marginals`; evidence: docs/design/planning.md)
 AUTO_TREE_EXTRA_WEIGHT = 1.0
 
 AUTO_TREE_FINE_WEIGHT = 1.0
@@ -98,7 +97,7 @@ AUTO_SELECTION = "auto"
 #: ``release_sketch(pair_selection=)`` warns when an average cell of the candidate pairs holds fewer
 #: noise std's of (estimated) rows than this: on three real tables the tree lowered multi-column
 #: counts from a ratio of 1.6 up and raised every error at 0.87 and below
-#: (benchmarks/results/real_tables_selection*.md)
+#: (evidence: docs/design/planning.md)
 AUTO_TREE_SNR = 1.2
 
 
@@ -126,111 +125,34 @@ def auto_marginals(
 
     Without ``rows`` or a budget: every 1-way and every 2-way marginal, the 2-way ones with
     ``AUTO_PAIR_BINS = 8`` bins per numeric column (categories keep theirs, integer columns with
-    at most 16 values theirs). With both, the 2-way marginals get
-    ``AUTO_MAX_PAIR_BINS = 16`` bins per numeric column (at most ``fine_bins``), and a pair is
-    measured only if its average cell holds at least ``AUTO_PAIR_SNR = 3√2 ≈ 4.2`` noise
-    standard deviations of rows:
+    at most 16 values theirs). With both, the 2-way marginals get ``AUTO_MAX_PAIR_BINS = 16``
+    bins per numeric column (at most ``fine_bins``), and a pair is measured only if its average
+    cell holds at least ``AUTO_PAIR_SNR = 3√2`` noise standard deviations of rows,
+    ``rows / (cells of the pair) ≥ 3√2 · σ`` (``σ``: the noise std of one cell of the map with
+    every pair, its 1-way blocks at weight ``min(one_way_weight, 2)``). With pairs the map is a
+    :class:`~opendp_sketch.Composite` of the 1-way and the 2-way marginals at weights
+    ``(one_way_weight, 1)``; with 64-bin 1-way cells and every pair, numeric columns are also
+    measured at the pairs' 16 bins (a two-level tree). Everything read is public: the box, the
+    column kinds, the budget and the estimate ``rows``, never the data's row count.
 
-    ``rows / (cells of the pair) ≥ 3√2 · σ``, with ``σ`` the noise std of one cell for the map
-    with every pair (L1/L2 sensitivity: the number of blocks / its square root) and the sum's
-    share of the budget. Pairs with a categorical or boolean column have few cells, so they stay
-    longest (a classifier's label keeps its pairs).
+    The measurements behind each rule and constant: ``docs/design/planning.md``.
 
-    Why: every block shares the budget, so pairs make every cell noisier, 1-way ones included,
-    and a multi-column answer without them falls back on independence within the decoder's
-    fit. On three real tables (``benchmarks/results/real_tables*.md``; 1 000 random 1–3-column
-    counts) pairs at 16 × 16 won where this ratio was 4 or more (CPSSW8 at ε = 0.3 and 1, movies
-    at ε = 1), 1-way marginals alone won or tied at 2 and below (countymurders at ε ≤ 1,
-    movies at ε ≤ 0.3, CPSSW8 at ε = 0.1), and coarser pairs (8 × 8, 4 × 4) lost to 1-way
-    marginals alone wherever they were tried. Everything read is public: the box, the column
-    kinds, the budget and the estimate ``rows`` (never the data's row count).
-
-    With pairs, the map is a :class:`~opendp_sketch.Composite` of the 1-way and the 2-way
-    marginals at weights ``(a, 1)``, ``a = one_way_weight`` (default ``AUTO_ONE_WAY_WEIGHT = 3``;
-    ``1`` gives one plain :class:`~opendp_sketch.features.marginals.Marginals`): the budget split,
-    so 1-way cells see ``1/a`` of the noise of 2-way cells. Means, CDFs and 1-column counts lean
-    on the 1-way cells; with every block at the same weight 1-way cells were the noisiest part of
-    the answer where pairs outnumber columns. Weight 2 against 1 (5 releases each,
-    ``benchmarks/results/real_tables*.md`` of commit d73a840), CDF errors at ε = 1: 0.68 against
-    0.94 (× 10⁻³, movies), 0.28 against 0.31 (CPSSW8), range counts 0.48 against 0.52 and 0.28
-    against 0.27. Weight 3 against 2, decoded from the same noise draws (12 each,
-    ``benchmarks/results/bench_one_way_weight.md``): CDF errors 5–20 % lower in every (table, ε)
-    with pairs (movies at ε = 1: 0.51 against 0.61; countymurders at ε = 3: 0.36 against 0.45),
-    range counts from 4 % lower to 16 % higher (2-column counts pay, 1-column counts gain), all
-    still below MST's and AIM's where that is a target. Weight 4 lowers CDFs further but raises
-    counts by up to 40 %. With the schema path's 32-bin 1-way marginals
-    (``benchmarks/results/bench_one_way_weight_fine32.md``), weight 3 against 2 lowers CDF errors
-    in every (table, ε) with pairs (15–24 % at ε = 1) and moves range counts from 8 % lower to
-    9 % higher.
-
-    The pair rule reads the noise at 1-way weight ``min(a, AUTO_RULE_ONE_WAY_WEIGHT = 2)``, the
-    weight its threshold was measured at: a heavier ``a`` keeps the pairs weight 2 keeps (when
-    the rule read the map at ``a = 3`` itself it dropped movies' pairs at ε = 1 and lost on
-    2-column counts).
-
-    ``bound_cells=δ`` (e.g. ``AUTO_BOUND_CELL = 1e-6``) cuts a cell of width ``δ·(hi − lo)`` at
-    each bound of every numeric 1-way marginal (``Marginals.auto(bound_cells=)``): rows sitting
-    on a bound (clipped values, the zeros of a count) are then measured apart from the rest of
-    their bin, and decoded there. Measured at ε = 1 over 3 releases: countymurders' column means
-    0.23 relative error against 0.42 and second moments 0.25 against 0.33, but range counts
-    0.67 against 0.56 (× 10⁻³) there and 0.63 against 0.53 on movies (two more noisy cells per
-    column): an option for means of clipped or zero-heavy columns, not the default.
-
-    ``pairs``: ``"rule"`` (default) is the rule above; ``"all"`` keeps every 2-way marginal (at
-    the rule's bins) and ``"none"`` none. A fitted model reads how the columns vary together: an
-    aggregate over many cells, which noisy pairs carry even where no single cell stands above
-    its noise. Logistic regression of gender on CPSSW8 at ε = 0.1 (the split of
-    ``benchmarks/bench_binary.py``, 8 releases each): mean test AUC 0.637 with every pair against
-    0.630 with the rule's (non-private 0.648; the best peer 0.583); a later run of the same split
-    read 0.629 against 0.631, so the two are level within their spread. Range counts rose from
-    0.0020 to 0.0026 (mean |err| / n, 3 releases): an option, not the default.
-
-    Integer columns with more than ``AUTO_MAX_PAIR_BINS = 16`` values keep one bin per value in
-    their 1-way marginal and take the pairs' 16 equal bins in their 2-way marginals
-    (``Marginals.auto(pair_levels=16)``): a pair then has the cells of any 16-bin pair. CPSSW8's
-    education (21 values) made its pair with gender 42 cells, left out at ε = 0.1; at 32 it is
-    kept, and the rule's logistic-regression AUC rose from 0.610 to 0.630 (12 and 8 releases).
-
-    ``fine_bins``: bins of every numeric 1-way marginal. ``None`` (default): ``AUTO_FINE_BINS =
-    32``; with ``rows`` and a budget, ``AUTO_MAX_PAIR_BINS = 16`` (the pairs' bins) when the
-    map leaves 2-way marginals out, and ``AUTO_FINER_BINS = 64`` when it keeps every one and an
-    average cell of 64 still holds ``AUTO_FINE_SNR = 8`` noise standard deviations of rows,
-    ``rows / 64 ≥ 8 · σ₁`` (``σ₁``: the noise std of a 1-way cell in the chosen map, in rows).
-    Without every pair, 2- and 3-column counts lean on the 1-way cells (and, in
-    :func:`release_sketch`, on a tree of pairs chosen from the data), and every 64-bin cell adds
-    its noise to the count of a grid's cell: on a 16-bin grid the noisy 1-way sums alone are
-    twice as far off at 64 bins as at 16 (countymurders at ε = 1: 0.00093 against 0.00046 of n;
-    the decoder 0.00087 against 0.00034). With 16 bins and the tree the schema path met MST's
-    and AIM's grid counts on every table at ε = 0.1 and 1 (``real_tables.md``,
-    ``real_tables_eps0_1.md``: 1.06–1.66× lower); the price is
-    paid between the grid's edges (a CDF at a user's point: 0.0075 against 0.0022 on
-    countymurders at ε = 1, still a third of MST's 0.025).
-    Answers between the cells' edges (a CDF at any point, a range count in the user's units, a
-    mean) lean on finer 1-way cells. Measured on off-grid queries from common noise
-    (``benchmarks/results/bench_fine_bins.md``): 64 bins against 32 lowered range-count, CDF and
-    mean errors on movies and CPSSW8 at ε = 0.1, 1 and 3 (ratio ``rows / 64 / σ₁`` from 9.1 to
-    238), and counts and means on countymurders at ε = 1 and 3 (CDFs level; ratio 50 and 69),
-    and raised every error on countymurders at ε = 0.1 (ratio 5.0). ``fine_bins=64`` (with
-    ``release_sketch(pair_selection=None)``) keeps that for thresholds anywhere at every budget.
-
-    With 64-bin 1-way cells and every pair kept, each numeric column with equal bins is also
-    measured at the pairs' 16 bins (``Marginals.auto(coarse_one_way=16)``; categories and integer
-    columns with one bin per value keep one level): a two-level tree, the 16 coarse cells at
-    weight ``one_way_weight + AUTO_TREE_EXTRA_WEIGHT = 4`` and the 64 fine ones at
-    ``AUTO_TREE_FINE_WEIGHT = 1``. Why: a CDF point or count on the 16-bin grid sums ``4k`` noisy
-    cells of a 64-bin marginal and ``k`` of a 16-bin one, so with one 64-bin level no split of a
-    pure-DP budget reaches MST's 1-way noise there (``docs/schema.md``), while a 16-bin level alone
-    loses the answers between its edges. The decoder estimates the fine cells from both levels
-    (generalised least squares) and keeps each coarse cell's share
-    (:func:`~opendp_sketch.estimators.synthetic._one_way_estimates`). Every block still takes one
-    cell per row: ``Δ₁`` grows by 2 per tree column (5 instead of 3) and the pairs see that much
-    more noise. Decoded from the same noise draws (``benchmarks/results/bench_one_way_tree.md``, 8
-    each), against the one 64-bin level: grid CDF errors 0.44–0.84× (movies at ε = 1: 0.00048
-    against 0.00094; countymurders at ε = 3: 0.00029 against 0.00069), as low as ``fine_bins=16``
-    gives, while CDF errors at a user's thresholds stay at 0.92–1.02× (``fine_bins=16``:
-    1.4–4.0×); grid counts 0.69–0.98×, off-grid counts within +5 %, column means closer in every
-    (table, ε).
-
+    :param bounds: the encoded box ``(lower, upper)`` of every column
+    :param categorical: indices of coded (categorical, boolean) columns
+    :param levels: ``{column: values}`` of integer columns with few values (one bin each)
+    :param fine_bins: bins of every numeric 1-way marginal (``None``: ``AUTO_FINE_BINS = 32``;
+        with ``rows`` and a budget 16 when pairs are left out, 64 when every pair is kept and an
+        average 64-bin cell holds ``AUTO_FINE_SNR = 8`` noise std's of rows)
+    :param rows: a public estimate of the row count (a wrong one costs accuracy, never privacy)
+    :param epsilon: the budget the map is planned for (or ``delta`` with it, or ``rho``)
+    :param count_fraction: the share of the budget spent on the noisy count
+    :param one_way_weight: weight of the 1-way blocks against the 2-way blocks (``1``: one
+        plain :class:`~opendp_sketch.features.marginals.Marginals`)
+    :param bound_cells: a width (share of the range) for a cell at each bound of every numeric
+        1-way marginal (``AUTO_BOUND_CELL``; not the default)
+    :param pairs: ``"rule"`` (default) the rule above, ``"all"`` every 2-way marginal at the
+        rule's bins, ``"none"`` none
+    :raises ValueError: for a malformed ``pairs``, ``one_way_weight``, ``rows`` or budget
     :example:
 
     >>> from opendp_sketch.release import auto_marginals
@@ -603,7 +525,7 @@ def auto_tree(
     and the tree's pairs; every block takes one cell per row, so which pairs win does not change
     the noise). Everything read is public: the budget, the blocks and the row estimate, so
     neighbouring tables get the same choice. Measured on three real tables
-    (``benchmarks/results/real_tables_selection*.md``): the tree lowered 2- and 3-column counts by
+    (``docs/design/planning.md``): the tree lowered 2- and 3-column counts by
     25–50 % from a ratio of 1.6 up and raised every error at 0.87 and below.
 
     :param budget: the release's budget
@@ -641,7 +563,7 @@ def warn_if_tree_is_noise(ratio: float, rows: int) -> None:
         warnings.warn(
             f"pair_selection: at this budget an average cell of the candidate 2-way marginals holds {ratio:.2g} "
             f"noise std's of the schema's {rows} rows (below {AUTO_TREE_SNR}): the tree would likely cost more "
-            "accuracy than it adds (benchmarks/results/real_tables_selection*.md). Consider pair_selection=None "
+            "accuracy than it adds (docs/design/planning.md). Consider pair_selection=None "
             "or a larger budget",
             stacklevel=4,
         )
