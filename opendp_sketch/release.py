@@ -128,7 +128,7 @@ __all__ = [
 
 #: share of the budget a schema release without a public ``rows`` estimate spends on a noisy row
 #: count first, to plan its map from (:func:`make_row_estimated_sketch`; measured in
-#: ``benchmarks/results/bench_rows_fraction.md``)
+#: docs/design/planning.md)
 DEFAULT_ROWS_FRACTION = 0.03
 
 
