@@ -127,7 +127,9 @@ def test_null_share_and_statistics_among_non_null_rows(released: tuple) -> None:
     share = float(np.isnan(income).mean())
     means = m.mean()
     assert means[1] == pytest.approx(share, abs=0.01)  # the null share
-    assert means[0] == pytest.approx(np.nanmean(income), rel=0.03)  # among the non-null rows
+    # among the non-null rows (a heavy tail: 12 releases erred by 1.5 % on average, 4 % at most;
+    # imputing the nulls at the lower bound would be 30 % low)
+    assert means[0] == pytest.approx(np.nanmean(income), rel=0.12)
     assert float(m.quantile("income", 0.5)) == pytest.approx(np.nanmedian(income), rel=0.05)
     t = [10_000.0, 50_000.0]
     truth = (income[np.isfinite(income), None] <= t).mean(axis=0)
@@ -135,14 +137,16 @@ def test_null_share_and_statistics_among_non_null_rows(released: tuple) -> None:
     frame = m.weighted_frame()
     assert frame["income"].null_count() > 0
     g = m.group_mean("region", "income")
-    assert g["income"].to_numpy() == pytest.approx([np.nanmean(income)] * 3, rel=0.1)
+    # a third of the rows each, same heavy tail: 12 releases erred by 6.6 % on average, 11.5 % at most
+    assert g["income"].to_numpy() == pytest.approx([np.nanmean(income)] * 3, rel=0.4)
 
 
 def test_intervals_of_a_null_state_column_hold_the_value(released: tuple) -> None:
     m, _, income = released
     iv = m.mean(interval=0.95)
     assert iv.low[0] <= iv.value[0] <= iv.high[0]
-    assert iv.low[0] <= np.nanmean(income) <= iv.high[0]
+    wide = m.mean(interval=0.9999)  # misses the truth with probability at most 1e-4
+    assert wide.low[0] <= np.nanmean(income) <= wide.high[0]
     civ = m.cdf("income", [20_000.0], interval=0.95)
     assert 0 <= civ.low[0] <= civ.value[0] <= civ.high[0] <= 1
     with pytest.raises(ValueError, match="null state"):
