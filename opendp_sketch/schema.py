@@ -19,475 +19,38 @@ validation that refuses, before anything is built, data the rules do not cover.
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import polars as pl
 
+from .columns import (
+    MAX_INTEGER_LEVELS,
+    NULL_CATEGORY,
+    NULL_SUFFIX,
+    PLACEHOLDER,
+    Boolean,
+    Categorical,
+    Column,
+    Date,
+    Datetime,
+    Numeric,
+    check_keys,
+    epoch_number,
+    named_column,
+)
+from .readers import boolean_expr, code_expr, codes, value_expr
 from .streaming import DEFAULT_BATCH_ROWS, stream_frames
 
-__all__ = ["Schema", "Numeric", "Categorical", "Boolean", "Date", "Datetime"]
-
-#: the null rule "null is a category of its own"
-NULL_CATEGORY = "category"
-#: coordinate scales of a numeric column
-SCALES = ("linear", "log")
-#: kinds of time a numeric column may hold (days or seconds since 1970-01-01)
-TIMES = ("date", "datetime")
-_EPOCH_DAY = dt.date(1970, 1, 1).toordinal()
-#: suffix of the companion coordinate that releases a numeric column's null state
-NULL_SUFFIX = ":null"
-#: public knee of the log scale, as a share of the range: resolution near ``lower``
-LOG_KNEE = 1e-3
-_LOG_SPAN = math.log1p(1.0 / LOG_KNEE)
-#: integer columns with at most this many values are decoded on their integers
-MAX_INTEGER_LEVELS = 256
-_MAX_LABELS = 1 << 16
+__all__ = ["Schema", "Numeric", "Categorical", "Boolean", "Date", "Datetime", "schema_draft", "sum_problems"]
 
 
-@dataclass(frozen=True)
-class Numeric:
-    """A numeric column with a public range; ``impute`` (inside the range) replaces nulls/NaN.
-
-    ``scale="log"`` declares a skewed column (counts, incomes, populations: most rows near
-    ``lower``, a long tail towards ``upper``). Its coordinate is then logarithmic in the distance
-    from ``lower``, ``u = log1p(t / k) / log1p(1 / k)`` with ``t = (x − lower)/(upper − lower)``
-    and the public knee ``k = 10⁻³``, so equal bins of ``u`` are narrow where the rows are and
-    wide in the tail. It is a fixed monotone map of each value alone: the sensitivity of every
-    map on ``[0, 1]`` is unchanged, and answers come back through its inverse.
-
-    >>> Numeric(18, 90, integer=True, impute=40).width
-    72.0
-    >>> col = Numeric(0, 5000, scale="log")
-    >>> [round(float(v), 3) for v in col.unit([0, 5, 50, 500, 5000])]
-    [0.0, 0.1, 0.347, 0.668, 1.0]
-    >>> [round(float(v), 6) for v in col.value(col.unit([0, 5, 50, 500, 5000]))]
-    [0.0, 5.0, 50.0, 500.0, 5000.0]
-    """
-
-    lower: float
-    upper: float
-    integer: bool = False
-    impute: float | None = None
-    scale: str = "linear"
-    null: str | None = None
-    time: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.null is not None and self.null != NULL_CATEGORY:
-            raise ValueError(
-                f"null ({self.null!r}) must be None or {NULL_CATEGORY!r} (nulls as a public state of their "
-                "own); to read nulls as a value, give impute=v"
-            )
-        if self.null is not None and self.impute is not None:
-            raise ValueError(
-                "give either impute=v (nulls read as v) or null='category' (nulls kept apart), not both"
-            )
-        if self.time is not None and self.time not in TIMES:
-            raise ValueError(f"time ({self.time!r}) must be None or one of {list(TIMES)}")
-        for name in ("lower", "upper"):
-            v = getattr(self, name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float, np.integer, np.floating))
-                or not math.isfinite(v)
-            ):
-                raise ValueError(f"{name} ({v!r}) must be a finite number")
-        if not self.lower < self.upper or not math.isfinite(float(self.upper) - float(self.lower)):
-            raise ValueError(
-                f"range ({self.lower!r}, {self.upper!r}) must have lower < upper and a finite width"
-            )
-        if not isinstance(self.integer, bool):
-            raise ValueError(f"integer ({self.integer!r}) must be True or False")
-        if self.scale not in SCALES:
-            raise ValueError(f"scale ({self.scale!r}) must be one of {list(SCALES)}")
-        if self.impute is not None:
-            v = self.impute
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float, np.integer, np.floating))
-                or not math.isfinite(v)
-            ):
-                raise ValueError(f"impute ({v!r}) must be a finite number")
-            if not self.lower <= v <= self.upper:
-                raise ValueError(
-                    f"impute ({v!r}) must lie in the column's public range [{self.lower}, {self.upper}]"
-                )
-
-    @property
-    def width(self) -> float:
-        return float(self.upper) - float(self.lower)
-
-    @property
-    def cardinality(self) -> None:
-        return None
-
-    def unit(self, values: Any) -> np.ndarray:
-        """Values in user units → coordinates in ``[0, 1]`` (clipped; NaN stays NaN)."""
-        with np.errstate(invalid="ignore", over="ignore"):
-            t = np.clip((np.asarray(values, dtype=np.float64) - self.lower) / self.width, 0.0, 1.0)
-        if self.scale == "log":
-            return np.log1p(t / LOG_KNEE) / _LOG_SPAN
-        return t
-
-    def value(self, u: Any) -> np.ndarray:
-        """Coordinates → user units (unrounded), the inverse of :meth:`unit` on ``[0, 1]``."""
-        t = np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0)
-        if self.scale == "log":
-            t = np.clip(np.expm1(t * _LOG_SPAN) * LOG_KNEE, 0.0, 1.0)
-        return self.lower + t * self.width
-
-    def as_time(self, values: Any) -> Any:
-        """Numbers of a date/datetime column (days/seconds since 1970-01-01) as
-        ``numpy.datetime64`` (days or microseconds); other columns' values as they are.
-
-        >>> Date("2020-01-01", "2020-12-31").as_time(18263.0)
-        np.datetime64('2020-01-02')
-        """
-        if self.time is None:
-            return values
-        x = np.asarray(values, dtype=np.float64)
-        out = (
-            np.rint(x).astype("datetime64[D]")
-            if self.time == "date"
-            else np.rint(x * 1e6).astype("datetime64[us]")
-        )
-        return out if np.ndim(values) else out[()]
-
-    @property
-    def null_state(self) -> bool:
-        """Whether nulls are a public state of their own (released as a companion coordinate)."""
-        return self.null == NULL_CATEGORY
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.time is not None:
-            out: dict[str, Any] = {
-                "type": self.time,
-                "range": [_time_text(self.lower, self.time), _time_text(self.upper, self.time)],
-            }
-            if self.impute is not None:
-                out["impute"] = _time_text(self.impute, self.time)
-        else:
-            out = {"type": "numeric", "range": [self.lower, self.upper]}
-            if self.integer:
-                out["integer"] = True
-            if self.impute is not None:
-                out["impute"] = self.impute
-        if self.scale != "linear":
-            out["scale"] = self.scale
-        if self.null is not None:
-            out["null"] = self.null
-        return out
-
-
-def _epoch(value: Any, time: str) -> float:
-    """A public date/datetime bound (ISO text, ``datetime.date``/``datetime``, or a number
-    already in days/seconds since 1970-01-01) as days (dates) or seconds (datetimes, UTC)."""
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            value = (
-                dt.datetime.fromisoformat(value.strip())
-                if time == "datetime"
-                else dt.date.fromisoformat(value.strip()[:10])
-            )
-        except ValueError:
-            raise ValueError(
-                f"{value!r} is not an ISO {time} ({'2024-01-31T12:00:00' if time == 'datetime' else '2024-01-31'})"
-            ) from None
-    if isinstance(value, dt.datetime):
-        if time == "date":
-            return float(value.date().toordinal() - _EPOCH_DAY)
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
-        return aware.timestamp()
-    if isinstance(value, dt.date):
-        days = float(value.toordinal() - _EPOCH_DAY)
-        return days if time == "date" else days * 86400.0
-    raise ValueError(f"{value!r} is not a {time}: give ISO text or a datetime.{time}")
-
-
-def _time_text(value: float, time: str) -> str:
-    """Days/seconds since 1970-01-01 as ISO text (the JSON layout of a time column's range)."""
-    if time == "date":
-        return dt.date.fromordinal(int(round(value)) + _EPOCH_DAY).isoformat()
-    return (dt.datetime(1970, 1, 1) + dt.timedelta(seconds=float(value))).isoformat()
-
-
-def Date(lower: Any, upper: Any, *, impute: Any = None, null: str | None = None) -> Numeric:
-    """A date column with a public range (ISO text or ``datetime.date``): released as whole days
-    since 1970-01-01, answered as dates.
-
-    >>> col = Date("2020-01-01", "2020-12-31")
-    >>> col.width, col.to_dict()
-    (365.0, {'type': 'date', 'range': ['2020-01-01', '2020-12-31']})
-    >>> Schema({"d": col}).decode([[0.5]]).to_series().to_list()
-    [datetime.date(2020, 7, 1)]
-    """
-    return Numeric(
-        _epoch(lower, "date"),
-        _epoch(upper, "date"),
-        integer=True,
-        impute=None if impute is None else _epoch(impute, "date"),
-        null=null,
-        time="date",
-    )
-
-
-def Datetime(lower: Any, upper: Any, *, impute: Any = None, null: str | None = None) -> Numeric:
-    """A datetime column with a public range (ISO text or ``datetime.datetime``; naive times are
-    read as UTC): released as seconds since 1970-01-01, answered as datetimes (microseconds).
-
-    >>> col = Datetime("2024-01-01T00:00", "2024-01-02T00:00")
-    >>> col.width
-    86400.0
-    >>> Schema({"t": col}).decode([[0.25]]).to_series().to_list()
-    [datetime.datetime(2024, 1, 1, 6, 0)]
-    """
-    return Numeric(
-        _epoch(lower, "datetime"),
-        _epoch(upper, "datetime"),
-        impute=None if impute is None else _epoch(impute, "datetime"),
-        null=null,
-        time="datetime",
-    )
-
-
-@dataclass(frozen=True)
-class Categorical:
-    """A column with public labels. ``null``: ``None`` (refuse nulls), ``"category"`` (null is a
-    category of its own, after the labels) or one of the labels (nulls are read as it).
-
-    >>> Categorical(["F", "M"], null="category").cardinality
-    3
-    """
-
-    labels: tuple[str, ...]
-    null: str | None = None
-
-    def __init__(self, labels: Sequence[Any], null: str | None = None) -> None:
-        if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence):
-            raise ValueError(f"labels ({labels!r}) must be a list of public labels")
-        clean = tuple(str(v) for v in labels)
-        if not clean or len(set(clean)) != len(clean) or len(clean) > _MAX_LABELS:
-            raise ValueError(f"labels ({list(clean)[:10]}) must be 1 to {_MAX_LABELS} distinct values")
-        if null is not None and null != NULL_CATEGORY and str(null) not in clean:
-            raise ValueError(
-                f"null ({null!r}) must be None, {NULL_CATEGORY!r} or one of the labels {list(clean)}"
-            )
-        object.__setattr__(self, "labels", clean)
-        object.__setattr__(self, "null", None if null is None else str(null))
-
-    @property
-    def cardinality(self) -> int:
-        return len(self.labels) + (self.null == NULL_CATEGORY)
-
-    @functools.cached_property
-    def numeric_labels(self) -> dict[float, int]:
-        """``{number: code}`` of the labels that read as finite numbers (the first of equal ones),
-        so a value matches them by number whatever its column's type; computed once per column,
-        not per encoded batch.
-
-        >>> Categorical(["7", "x", "7.0", "1e1"]).numeric_labels
-        {7.0: 0, 10.0: 3}
-        """
-        out: dict[float, int] = {}
-        for i, label in enumerate(self.labels):
-            try:
-                x = float(label)
-            except ValueError:
-                continue
-            if math.isfinite(x):
-                out.setdefault(x, i)
-        return out
-
-    @property
-    def levels(self) -> list[str | None]:
-        """The label of every code (``None`` for the null category)."""
-        return [*self.labels, *([None] if self.null == NULL_CATEGORY else [])]
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "categorical", "labels": list(self.labels)}
-        if self.null is not None:
-            out["null"] = self.null
-        return out
-
-
-@dataclass(frozen=True)
-class Boolean:
-    """A true/false column. ``null``: ``None``, ``"category"`` or ``True``/``False`` (impute).
-
-    Booleans, numbers equal to 0 or 1 (a 0/1 float column with NaN for missing values reads as
-    a boolean with nulls) and the text ``true``/``false``/``t``/``f``/``yes``/``no``/``0``/``1``
-    read as its values; anything else is a null (or, on the curator's side, refused as an unknown
-    value without a null rule).
-
-    >>> Boolean(null="category").cardinality
-    3
-    """
-
-    null: bool | str | None = None
-
-    def __post_init__(self) -> None:
-        if self.null is not None and self.null != NULL_CATEGORY and not isinstance(self.null, bool):
-            raise ValueError(f"null ({self.null!r}) must be None, {NULL_CATEGORY!r}, True or False")
-
-    @property
-    def cardinality(self) -> int:
-        return 2 + (self.null == NULL_CATEGORY)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "boolean"}
-        if self.null is not None:
-            out["null"] = self.null
-        return out
-
-
-Column = Union[Numeric, Categorical, Boolean]  # noqa: UP007 - a runtime alias on Python 3.10
-
-
-def _column(name: str, spec: Any) -> Column:
-    """A column from its shorthand: ``(lo, hi)`` numeric, a list of labels, ``bool``, or a dict."""
-    if isinstance(spec, (Numeric, Categorical, Boolean)):
-        return spec
-    if spec is bool:
-        return Boolean()
-    if isinstance(spec, dict):
-        return _column_from_dict(name, spec)
-    if isinstance(spec, tuple) and len(spec) == 2:
-        return Numeric(*spec)
-    if (
-        isinstance(spec, list)
-        and len(spec) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec)
-    ):
-        return Numeric(*spec)  # the CLI's old layout: "name": [lower, upper]
-    if isinstance(spec, (list, tuple)) and spec and all(isinstance(v, str) for v in spec):
-        return Categorical(spec)
-    if isinstance(spec, (list, tuple)):
-        raise ValueError(
-            f"column {name!r} needs public bounds [lower, upper] (two numbers) or public labels (strings), got {spec!r}"
-        )
-    raise ValueError(
-        f"column {name!r}: {spec!r} is not a column spec; give (lower, upper), a list of labels, bool, "
-        "or dps.Numeric / dps.Categorical / dps.Boolean"
-    )
-
-
-#: the keys each column type's spec may hold (anything else is refused, naming the closest)
-_COLUMN_KEYS = {
-    "numeric": ("type", "range", "integer", "impute", "scale", "null"),
-    "date": ("type", "range", "impute", "null"),
-    "datetime": ("type", "range", "impute", "null"),
-    "categorical": ("type", "labels", "null"),
-    "boolean": ("type", "null"),
-}
 #: the keys a schema's JSON/dict may hold at the top level
 _SCHEMA_KEYS = ("columns", "order", "rows", "targets", "note")
-#: what a schema draft writes where only a person can say (a release refuses it until replaced)
-PLACEHOLDER = "FILL IN"
-
-
-def _check_keys(keys: Iterable[Any], allowed: Sequence[str], where: str) -> None:
-    """Refuse keys outside ``allowed`` before anything is built, naming each and its closest
-    valid spelling (a misspelt key would otherwise be ignored while the budget is spent).
-
-    >>> _check_keys(["type", "range", "integr"], _COLUMN_KEYS["numeric"], "column 'age'")
-    Traceback (most recent call last):
-    ...
-    ValueError: column 'age': unknown key 'integr': did you mean 'integer'? (valid keys: type, range, integer, impute, scale, null)
-    """
-    import difflib
-
-    for key in keys:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
-            hint = f": did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"{where}: unknown key {key!r}{hint} (valid keys: {', '.join(allowed)})")
-
-
-def _named_column(name: str, spec: Any) -> Column:
-    """:func:`_column`, every refusal naming the column."""
-    try:
-        return _column(name, spec)
-    except ValueError as e:
-        if str(e).startswith("column "):
-            raise
-        raise ValueError(f"column {name!r}: {e}") from None
-
-
-def _placeholders(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.startswith(PLACEHOLDER)
-    if isinstance(value, (list, tuple)):
-        return any(_placeholders(v) for v in value)
-    if isinstance(value, dict):
-        return any(_placeholders(v) for v in value.values())
-    return False
-
-
-def _column_from_dict(name: str, spec: dict[str, Any]) -> Column:
-    for key, value in spec.items():
-        if _placeholders(value):
-            raise ValueError(
-                f"column {name!r}: {key!r} still holds the draft's placeholder ({PLACEHOLDER} ...); write "
-                "what you know of the column without looking at the data (its public range, its labels, "
-                "its type), or drop the column"
-            )
-    kind = spec.get("type")
-    if kind in _COLUMN_KEYS:
-        _check_keys(spec, _COLUMN_KEYS[kind], f"column {name!r}")
-    elif "type" not in spec:
-        import difflib
-
-        near = [k for k in spec if difflib.get_close_matches(str(k), ["type"], n=1, cutoff=0.5)]
-        hint = f" (is {near[0]!r} a misspelt 'type'?)" if near else ""
-        raise ValueError(
-            f"column {name!r}: a dict spec needs \"type\": 'numeric', 'categorical', 'boolean', 'date' or 'datetime'{hint}"
-        )
-    else:
-        import difflib
-
-        close = difflib.get_close_matches(str(kind), list(_COLUMN_KEYS), n=1, cutoff=0.5)
-        hint = f": did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"column {name!r}: type ({kind!r}) must be 'numeric', 'categorical', 'boolean', 'date' or 'datetime'{hint}"
-        )
-    try:
-        if kind == "numeric":
-            lo, hi = spec["range"]
-            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not lo < hi:
-                raise ValueError(f"column {name!r}: range [{lo}, {hi}] must have lower < upper")
-            return Numeric(
-                lo,
-                hi,
-                integer=bool(spec.get("integer", False)),
-                impute=spec.get("impute"),
-                scale=spec.get("scale", "linear"),
-                null=spec.get("null"),
-            )
-        if kind in TIMES:
-            lo, hi = spec["range"]
-            make = Date if kind == "date" else Datetime
-            col = make(lo, hi, impute=spec.get("impute"), null=spec.get("null"))
-            if not col.lower < col.upper:
-                raise ValueError(f"column {name!r}: range [{lo}, {hi}] must have lower < upper")
-            return col
-        if kind == "categorical":
-            return Categorical(spec["labels"], null=spec.get("null"))
-        if kind == "boolean":
-            return Boolean(null=spec.get("null"))
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"column {name!r}: malformed spec {spec!r} ({type(e).__name__})") from None
-    raise ValueError(f"column {name!r}: type ({kind!r}) must be 'numeric', 'categorical' or 'boolean'")
 
 
 class Schema:
@@ -520,7 +83,7 @@ class Schema:
     ) -> None:
         if not isinstance(columns, Mapping) or not columns:
             raise ValueError("columns must be a non-empty mapping {name: spec}")
-        self._columns: dict[str, Column] = {str(n): _named_column(str(n), s) for n, s in columns.items()}
+        self._columns: dict[str, Column] = {str(n): named_column(str(n), s) for n, s in columns.items()}
         # the released coordinates: every column, and after a numeric column whose nulls are a
         # state of their own, its companion 0/1 coordinate ``name:null`` (read from the column)
         self._coords: dict[str, tuple[Column, str]] = {}
@@ -657,7 +220,7 @@ class Schema:
         ['x', 'c']
         """
         if isinstance(spec, dict):
-            _check_keys(spec, _SCHEMA_KEYS, "schema")
+            check_keys(spec, _SCHEMA_KEYS, "schema")
         cols = spec.get("columns") if isinstance(spec, dict) else None
         if not isinstance(cols, dict) or not cols:
             raise ValueError('a schema must be {"columns": {"name": spec, ...}} with at least one column')
@@ -738,7 +301,7 @@ class Schema:
         for name, col in self._columns.items():
             c = pl.col(name)
             if isinstance(col, Numeric):
-                v = _value_expr(name, dtypes[name], col)
+                v = value_expr(name, dtypes[name], col)
                 exprs += [
                     (v.is_null() | v.is_nan()).sum().alias(f"{name}\0null"),
                     v.is_infinite().sum().alias(f"{name}\0inf"),
@@ -746,9 +309,9 @@ class Schema:
                 ]
             else:
                 code = (
-                    _code_expr(name, dtypes[name], col)
+                    code_expr(name, dtypes[name], col)
                     if isinstance(col, Categorical)
-                    else _boolean_expr(name, dtypes[name])
+                    else boolean_expr(name, dtypes[name])
                 )
                 exprs += [
                     c.is_null().sum().alias(f"{name}\0null"),
@@ -838,7 +401,7 @@ class Schema:
                 if col.null_state:
                     missing[name] = gone.astype(np.float64)
             elif isinstance(col, Categorical):
-                out[:, j] = _codes(s, col)
+                out[:, j] = codes(s, col)
             else:
                 known = s.is_in([0, 1]).fill_null(False).to_numpy()
                 vals = s.fill_null(0).to_numpy().astype(np.float64)
@@ -857,11 +420,11 @@ class Schema:
         for name, col in self._columns.items():
             dtype = dtypes.get(name, pl.Null)
             if isinstance(col, Numeric):
-                exprs.append(_value_expr(name, dtype, col).alias(name))
+                exprs.append(value_expr(name, dtype, col).alias(name))
             elif isinstance(col, Categorical):
-                exprs.append(_code_expr(name, dtype, col).alias(name))
+                exprs.append(code_expr(name, dtype, col).alias(name))
             else:
-                exprs.append(_boolean_expr(name, dtype).alias(name))
+                exprs.append(boolean_expr(name, dtype).alias(name))
         return exprs
 
     def decode(self, U: Any) -> pl.DataFrame:
@@ -903,7 +466,7 @@ class Schema:
         col = self[column]
         if isinstance(col, Numeric):
             if col.time is not None:
-                values = [_epoch(v, col.time) for v in np.atleast_1d(np.asarray(values, dtype=object))]
+                values = [epoch_number(v, col.time) for v in np.atleast_1d(np.asarray(values, dtype=object))]
             return col.unit(values)
         if isinstance(col, Categorical):
             return np.array([float(col.labels.index(str(v))) for v in np.atleast_1d(values)])
@@ -925,7 +488,7 @@ class Schema:
         for v in np.atleast_1d(np.asarray(values, dtype=object)):
             if isinstance(v, np.datetime64):
                 v = v.astype("datetime64[us]").item()
-            out.append(_epoch(v, time))
+            out.append(epoch_number(v, time))
         return np.asarray(out, dtype=np.float64)
 
     def from_unit(self, column: str, u: Any) -> np.ndarray:
@@ -965,167 +528,6 @@ def _no_null_rule(col: Column) -> bool:
     if isinstance(col, Numeric):
         return col.impute is None and col.null is None
     return col.null is None
-
-
-def _safe_cast(s: pl.Series, dtype: Any) -> pl.Series:
-    """``s`` cast to ``dtype`` value by value, never raising (it runs inside measurements):
-    values that do not cast become null; Binary is decoded as UTF-8 first, invalid bytes
-    replaced (Polars' own cast of one invalid value fails the whole column); a column whose type
-    casts to nothing (lists, structs, objects) reads as all null — a property of its type, the
-    same for every row.
-
-    >>> _safe_cast(pl.Series([b"ok", b"\\xff"]), pl.String).to_list() == ["ok", "\\ufffd"]
-    True
-    >>> _safe_cast(pl.Series(["1.5", "x", None]), pl.Float64).to_list()
-    [1.5, None, None]
-    >>> _safe_cast(pl.Series([[1.0], [2.0]]), pl.Float64).to_list()
-    [None, None]
-    """
-    if s.dtype.is_nested() or s.dtype == pl.Object:  # no value of these casts: every row alike
-        return pl.Series(s.name, [None] * s.len(), dtype=dtype)
-    if s.dtype == pl.Binary:
-        s = pl.Series(
-            s.name,
-            [None if b is None else bytes(b).decode("utf-8", "replace") for b in s.to_list()],
-            pl.String,
-        )
-    try:
-        return s.cast(dtype, strict=False)
-    except Exception:  # noqa: BLE001 - a type with no cast: every row alike
-        return pl.Series(s.name, [None] * s.len(), dtype=dtype)
-
-
-#: text read as a boolean (CSV files scanned as text, pandas object columns); other text is null
-_BOOLEAN_TEXT = {"true": 1, "false": 0, "t": 1, "f": 0, "yes": 1, "no": 0}
-
-
-# -- reading one value, whatever its column's type ------------------------------------------
-# Each reader below is a Polars expression built from the column's dtype. They are total (no
-# value makes them fail) and agree across types: a value reads the same whether its column holds
-# numbers, booleans or text (pandas and CSV readers change a column's type with one row, so a
-# row's reading must not depend on the others). ``encode`` and the curator's ``problems`` use the
-# same readers, so the curator's check counts exactly what a release reads.
-
-
-def _is_text(dtype: Any) -> bool:
-    return dtype in (pl.String, pl.Binary, pl.Categorical) or isinstance(dtype, pl.Enum)
-
-
-def _text_expr(name: str, dtype: Any) -> pl.Expr:
-    """The column as text (numbers in Polars' shortest form, booleans ``true``/``false``, dates
-    ``YYYY-MM-DD``, datetimes in UTC ``YYYY-MM-DDTHH:MM:SS.ffffff``, as Python objects of those
-    types read); types with no text (times of day, durations, nested, objects) read as null,
-    every row alike."""
-    c = pl.col(name)
-    if dtype == pl.Date:
-        return c.dt.to_string("%Y-%m-%d")
-    if isinstance(dtype, pl.Datetime):
-        utc = c.dt.convert_time_zone("UTC").dt.replace_time_zone(None) if dtype.time_zone else c
-        return utc.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")
-    if dtype == pl.Binary:
-        return c.map_batches(lambda s: _safe_cast(s, pl.String), return_dtype=pl.String)
-    if _is_text(dtype) or dtype.is_numeric() or dtype == pl.Boolean:
-        return c.cast(pl.String, strict=False)
-    return pl.lit(None, pl.String)
-
-
-def _number_expr(name: str, dtype: Any) -> pl.Expr:
-    """The column as Float64: numbers as they are, booleans 1/0, text parsed (``true``/``false``
-    as 1/0; what does not parse is null), anything else null.
-
-    >>> pl.DataFrame({"x": ["1.5", "true", "x", None]}).select(_number_expr("x", pl.String)).to_series().to_list()
-    [1.5, 1.0, None, None]
-    """
-    c = pl.col(name)
-    if dtype.is_numeric() or dtype == pl.Boolean:
-        return c.cast(pl.Float64, strict=False)
-    if _is_text(dtype):
-        text = _text_expr(name, dtype).str.strip_chars()
-        flag = text.str.to_lowercase().replace_strict(
-            {"true": 1.0, "false": 0.0}, default=None, return_dtype=pl.Float64
-        )
-        return flag.fill_null(text.cast(pl.Float64, strict=False))
-    return pl.lit(None, pl.Float64)
-
-
-#: the text layouts a time column reads (fixed, so a value's reading never depends on others')
-_DATE_FORMATS = ("%Y-%m-%d",)
-_DATETIME_FORMATS = ("%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M")
-
-
-def _time_expr(name: str, dtype: Any, time: str) -> pl.Expr:
-    """A date/datetime column as Float64 days (dates) or seconds (datetimes, UTC) since
-    1970-01-01: from Date and Datetime values, or from ISO text (a fixed list of layouts; a time
-    zone in a Datetime type is respected); anything else reads as null, every row alike.
-
-    >>> pl.DataFrame({"d": ["1970-01-03", "x", None]}).select(_time_expr("d", pl.String, "date")).to_series().to_list()
-    [2.0, None, None]
-    """
-    c = pl.col(name)
-    if dtype == pl.Date:
-        days = c.cast(pl.Int32, strict=False).cast(pl.Float64)
-        return days if time == "date" else days * 86400.0
-    if isinstance(dtype, pl.Datetime):
-        seconds = c.dt.epoch("us").cast(pl.Float64) / 1e6
-        return (seconds / 86400.0).floor() if time == "date" else seconds
-    if not _is_text(dtype):
-        return pl.lit(None, pl.Float64)
-    text = _text_expr(name, dtype).str.strip_chars()
-    day = pl.coalesce([text.str.slice(0, 10).str.to_date(f, strict=False) for f in _DATE_FORMATS])
-    days = day.cast(pl.Int32, strict=False).cast(pl.Float64)
-    if time == "date":
-        return days
-    stamp = pl.coalesce([text.str.to_datetime(f, time_unit="us", strict=False) for f in _DATETIME_FORMATS])
-    seconds = stamp.dt.epoch("us").cast(pl.Float64) / 1e6
-    whole_day = pl.when(text.str.len_chars() == 10).then(days * 86400.0)
-    return seconds.fill_null(whole_day)
-
-
-def _value_expr(name: str, dtype: Any, col: Numeric) -> pl.Expr:
-    """A numeric column's reader: numbers, or days/seconds for a time column."""
-    return _number_expr(name, dtype) if col.time is None else _time_expr(name, dtype, col.time)
-
-
-def _boolean_expr(name: str, dtype: Any) -> pl.Expr:
-    """The column as Int64 0/1 (anything else null), from booleans, numbers or text; a number or
-    its text is 0/1 only when it equals 0 or 1."""
-    v = _number_expr(name, dtype)
-    numeric = pl.when(v == 0.0).then(pl.lit(0, pl.Int64)).when(v == 1.0).then(pl.lit(1, pl.Int64))
-    if not _is_text(dtype):
-        return numeric.otherwise(pl.lit(None, pl.Int64))
-    low = _text_expr(name, dtype).str.strip_chars().str.to_lowercase()
-    named = low.replace_strict(_BOOLEAN_TEXT, default=None, return_dtype=pl.Int64)
-    return named.fill_null(numeric.otherwise(pl.lit(None, pl.Int64)))
-
-
-def _code_expr(name: str, dtype: Any, col: Categorical) -> pl.Expr:
-    """The column's label codes (null for nulls and unknown labels): matched on the value's text,
-    or, for labels that are numbers, on the value's number, so ``41``, ``41.0`` and ``"41"``
-    read alike whatever the column's type."""
-    numeric_labels = col.numeric_labels
-    labels, codes = list(col.labels), list(range(len(col.labels)))
-    if dtype.is_numeric() and numeric_labels:  # numbers: by number only ("41.0" is not text of 41)
-        code = pl.lit(None, pl.Int64)
-    else:
-        code = _text_expr(name, dtype).replace_strict(labels, codes, default=None, return_dtype=pl.Int64)
-    if numeric_labels:
-        by_number = _number_expr(name, dtype).replace_strict(
-            list(numeric_labels), list(numeric_labels.values()), default=None, return_dtype=pl.Int64
-        )
-        code = code.fill_null(by_number)
-    return code
-
-
-def _codes(codes: pl.Series, col: Categorical) -> np.ndarray:
-    """Label codes with nulls (nulls and unknown labels) filled by the null rule (the null
-    category, the imputed label, or code 0 when there is no rule)."""
-    if col.null == NULL_CATEGORY:
-        fill = len(col.labels)
-    elif col.null is not None:
-        fill = col.labels.index(col.null)
-    else:
-        fill = 0
-    return codes.fill_null(fill).to_numpy().astype(np.float64)
 
 
 def schema_draft(source: str | os.PathLike[str]) -> dict[str, Any]:
