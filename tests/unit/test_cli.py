@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.cli import demo_data, main
+from opendp_sketch.cli import main
+from opendp_sketch.demo import demo_data
 
 
 def test_demo_runs_and_reports_budget(capsys, tmp_path):
