@@ -140,7 +140,7 @@ class Numeric:
         >>> Date("2020-01-01", "2020-12-31").as_time(18263.0)
         np.datetime64('2020-01-02')
         """
-        if self.time is None:
+        if self.time is None or np.asarray(values).dtype.kind == "M":  # not a time, or already one
             return values
         x = np.asarray(values, dtype=np.float64)
         out = (

@@ -264,7 +264,15 @@ def _means(est: Any, numeric: list[str]) -> dict[str, tuple[Any, Any, Any, bool]
     except ValueError:  # a map without cells: each table falls back on the values alone
         return None
     value, low, high, supported = (np.atleast_1d(a) for a in iv)
-    return {n: (value[k], low[k], high[k], bool(supported[k])) for k, n in enumerate(numeric)}
+    out = {n: (value[k], low[k], high[k], bool(supported[k])) for k, n in enumerate(numeric)}
+    states = getattr(est.schema, "null_states", {}) if est.schema is not None else {}
+    if any(n in states for n in numeric):  # means among the non-null rows: M2M.mean's ratio
+        full = est.mean(interval=_LEVEL)
+        for n in numeric:
+            if n in states:
+                j = est.columns.index(n)
+                out[n] = (full.value[j], full.low[j], full.high[j], bool(full.supported[j]))
+    return out
 
 
 def _column_table(est: Any, name: str, means: dict[str, tuple[Any, Any, Any, bool]] | None = None) -> str:
@@ -304,6 +312,18 @@ def _column_table(est: Any, name: str, means: dict[str, tuple[Any, Any, Any, boo
                 for lbl, v in zip(
                     ("lower quartile", "median", "upper quartile"), est.quantile(name, [0.25, 0.5, 0.75])
                 )
+            ]
+        spec = est.schema[name] if est.schema is not None else None
+        if isinstance(spec, Numeric) and spec.time is not None:  # a date column's answers as dates
+            answers = [
+                (
+                    lbl,
+                    spec.as_time(v),
+                    None if lo is None else spec.as_time(lo),
+                    None if hi is None else spec.as_time(hi),
+                    ok,
+                )
+                for lbl, v, lo, hi, ok in answers
             ]
         for label, v, lo, hi, ok in answers:
             flag = "" if ok or lo is None else ' <span class="flag">a bound</span>'

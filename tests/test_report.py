@@ -219,3 +219,33 @@ def test_the_report_renders_in_a_real_browser(release, tmp_path):
     pixels = matplotlib.image.imread(shot)[..., :3]
     assert pixels.std() > 0.05  # not a blank page
     assert len(np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)) > 50  # figures drawn
+
+
+def test_missing_values_and_dates_read_as_a_user_would(tmp_path):
+    """A numeric column with a null state gets its mean among its non-null rows (as
+    ``M2M.mean()``, not the imputed mean), its null state a figure of its own, and a date
+    column's answers are dates."""
+    import datetime as dt
+
+    rng = np.random.default_rng(2)
+    n = 8000
+    income = rng.lognormal(10, 1, n)
+    income[rng.random(n) < 0.3] = np.nan
+    frame = pl.DataFrame(
+        {
+            "income": pl.Series(income).fill_nan(None),
+            "day": [dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 366, n)],
+        }
+    )
+    schema = dps.Schema(
+        {"income": Numeric(0, 1e6, scale="log", null="category"), "day": dps.Date("2020-01-01", "2020-12-31")}
+    )
+    sk = dps.release_sketch(frame, schema=schema, epsilon=1.0)
+    est = dps.M2M(sk)
+    page = report.report_html(sk, est)
+    assert "income:null" in page
+    conditional = est.mean(interval=0.95)
+    assert report._fmt(conditional.value[0]) in page  # among the non-null rows
+    imputed = float(est.expect(lambda X: X[:, 0]))
+    assert report._fmt(imputed) not in page
+    assert re.search(r"<td>median</td><td>2020-\d\d-\d\d</td>", page)
