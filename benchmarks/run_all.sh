@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
-for name in bench_feature_sum bench_race bench_noise bench_m2m bench_m2m_speed bench_kde bench_classify bench_distance bench_jl bench_stream bench_dask bench_cli bench_ckm bench_subsampling bench_ledger bench_hardening bench_pca bench_race_regression bench_ckm_auto bench_binary bench_intervals bench_rows_fraction bench_report; do
+for name in bench_feature_sum bench_race bench_noise bench_m2m bench_m2m_speed bench_kde bench_classify bench_distance bench_jl bench_stream bench_dask bench_cli bench_ckm bench_subsampling bench_ledger bench_hardening bench_pca bench_race_regression bench_ckm_auto bench_binary bench_intervals bench_rows_fraction bench_report bench_tall bench_wide; do
     echo "=== ${name} ==="
     "$PYTHON" "benchmarks/${name}.py" "$@"
 done

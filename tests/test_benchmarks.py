@@ -37,6 +37,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
         "bench_race_regression",
         "bench_decoder_pgm",
         "bench_rows_fraction",
+        "bench_report",
+        "bench_tall",
+        "bench_wide",
     ],
 )
 def test_benchmark_quick_run_writes_its_table(name, tmp_path):
