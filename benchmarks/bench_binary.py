@@ -29,10 +29,10 @@ Systems, in the same run and at the same ε (pure DP):
 * scikit-learn ``LogisticRegression`` on the training rows (not private: the ceiling).
 
 Public information (ranges, labels) is written below from the tables' documentation (units and
-what the columns count), never read from the data; values outside a range are clipped by every
-system alike. Failures of a peer are recorded in the table, not dropped. ``--peer-releases P``
-gives MST and AIM P releases per ε instead of ``--releases`` (each takes 0.5–4 min); the report
-says how many each cell averages. The report is written after each table, so a long run can be
+what the columns count), never read from the data. Failures of a peer are recorded in the table,
+not dropped. ``--peer-releases P`` gives MST and AIM P releases per ε instead of ``--releases``
+(each takes 0.5–4 min); the report says how many each cell averages, and ``bench_binary.csv``
+beside it holds every release's values. Both are written after each table, so a long run can be
 read while it goes on.
 
 Usage: ``python benchmarks/bench_binary.py [--quick] [--releases R] [--peer-releases P]
@@ -42,6 +42,7 @@ Usage: ``python benchmarks/bench_binary.py [--quick] [--releases R] [--peer-rele
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -286,6 +287,8 @@ class Run:
         self.reference_acc: dict[str, float] = {}
         self.majority: dict[str, float] = {}
         self.sizes: dict[str, tuple[int, int]] = {}
+        #: one row per release (the CSV beside the report): exact values, failures included
+        self.records: list[dict[str, Any]] = []
 
     def runs(self, system: str) -> int:
         return self.peer_releases if system in ("mst", "aim") else self.releases
@@ -462,6 +465,9 @@ def main(argv: list[str] | None = None) -> None:
                         ]
                         inner = ((reason or lines or [""])[-1])[:200]
                         run.failed[(name, system, eps)] = run.failed.get((name, system, eps), 0) + 1
+                        run.records.append(
+                            {"table": name, "system": system, "epsilon": eps, "release": r, "failure": inner}
+                        )
                         run.failures.append(
                             f"{name} ε = {eps:g} {system} release {r}: {type(e).__name__}: {inner}"
                         )
@@ -469,7 +475,26 @@ def main(argv: list[str] | None = None) -> None:
                     run.auc.setdefault((name, system, eps), []).append(a[0])
                     run.accuracy.setdefault((name, system, eps), []).append(a[1])
                     run.seconds.setdefault((name, system), []).append(time.perf_counter() - t0)
+                    run.records.append(
+                        {
+                            "table": name,
+                            "system": system,
+                            "epsilon": eps,
+                            "release": r,
+                            "auc": a[0],
+                            "accuracy": a[1],
+                            "seconds": run.seconds[(name, system)][-1],
+                            "nonprivate_auc": run.reference[name],
+                            "nonprivate_accuracy": run.reference_acc[name],
+                        }
+                    )
         # the report so far: a long run can be read, and an interrupted one keeps its tables
+        keys = ["table", "system", "epsilon", "release", "auc", "accuracy", "seconds"]
+        keys += ["nonprivate_auc", "nonprivate_accuracy", "failure"]
+        with open(out / f"{NAME}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows({k: row.get(k, "") for k in keys} for row in run.records)
         C.write_report(
             out / f"{NAME}.md",
             "Logistic regression on real binary tables",
