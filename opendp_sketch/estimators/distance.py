@@ -190,7 +190,25 @@ class L1DistanceSum:
     ((1,), True)
     """
 
-    def __init__(self, sketch: Sketch, *, method: str = "consistent", alpha: float = 0.1) -> None:
+    def __init__(
+        self, sketch: Sketch | None = None, *, method: str = "consistent", alpha: float = 0.1
+    ) -> None:
+        self._params: dict[str, Any] = {"method": method, "alpha": alpha}
+        # the short form: L1DistanceSum(sketch, **params) is L1DistanceSum(**params).fit(sketch)
+        if sketch is not None:
+            self.fit(sketch)
+
+    def fit(self, sketch: Sketch) -> L1DistanceSum:
+        """Read ``sketch`` and return ``self`` (``dps.L1DistanceSum(**params).fit(sketch)``, as every
+        estimator of the package is fitted; ``dps.L1DistanceSum(sketch, **params)`` is exactly that in
+        one call). Post-processing: no budget.
+
+        :raises ValueError: as the class says
+        """
+        self._fit(sketch, **self._params)
+        return self
+
+    def _fit(self, sketch: Sketch, *, method: str = "consistent", alpha: float = 0.1) -> None:
         self.sketch = _check_sketch(sketch, DyadicTrees, "L1DistanceSum")
         if method not in L1_METHODS:
             raise ValueError(f"method ({method!r}) must be one of {L1_METHODS}")
@@ -355,7 +373,23 @@ class SquaredL2DistanceSum:
     [1.0]
     """
 
-    def __init__(self, sketch: Sketch) -> None:
+    def __init__(self, sketch: Sketch | None = None) -> None:
+        self._params: dict[str, Any] = {}
+        # the short form: SquaredL2DistanceSum(sketch, **params) is SquaredL2DistanceSum(**params).fit(sketch)
+        if sketch is not None:
+            self.fit(sketch)
+
+    def fit(self, sketch: Sketch) -> SquaredL2DistanceSum:
+        """Read ``sketch`` and return ``self`` (``dps.SquaredL2DistanceSum(**params).fit(sketch)``, as every
+        estimator of the package is fitted; ``dps.SquaredL2DistanceSum(sketch, **params)`` is exactly that in
+        one call). Post-processing: no budget.
+
+        :raises ValueError: as the class says
+        """
+        self._fit(sketch, **self._params)
+        return self
+
+    def _fit(self, sketch: Sketch) -> None:
         self.sketch = _check_sketch(sketch, Moments, "SquaredL2DistanceSum")
         fm: Moments = sketch.feature_map  # type: ignore[assignment]
         if not fm.squared_norm:

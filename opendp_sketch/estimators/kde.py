@@ -84,6 +84,34 @@ class KDE:
 
     def __init__(
         self,
+        sketch: Sketch | None = None,
+        estimator: Literal["mean", "median_of_means"] = "mean",
+        groups: int = 8,
+        label: int | None = None,
+        normalise: bool = True,
+    ) -> None:
+        self._params: dict[str, Any] = {
+            "estimator": estimator,
+            "groups": groups,
+            "label": label,
+            "normalise": normalise,
+        }
+        # the short form: KDE(sketch, **params) is KDE(**params).fit(sketch)
+        if sketch is not None:
+            self.fit(sketch)
+
+    def fit(self, sketch: Sketch) -> KDE:
+        """Read ``sketch`` and return ``self`` (``dps.KDE(**params).fit(sketch)``, as every
+        estimator of the package is fitted; ``dps.KDE(sketch, **params)`` is exactly that in
+        one call). Post-processing: no budget.
+
+        :raises ValueError: as the class says
+        """
+        self._fit(sketch, **self._params)
+        return self
+
+    def _fit(
+        self,
         sketch: Sketch,
         estimator: Literal["mean", "median_of_means"] = "mean",
         groups: int = 8,

@@ -79,7 +79,11 @@ class M2M(ForgetsCallInput):
     * ``method="ridge"``: the M2M paper's linear estimator on prior samples (weights may be
       negative; ``λ`` chosen by ``lam``; error bars with ``return_std``).
 
-    :param sketch: a released :class:`~opendp_sketch.Sketch`
+    Fitted like every estimator of the package, ``dps.M2M(**params).fit(sketch)``;
+    ``dps.M2M(sketch, **params)`` is the short form of exactly that.
+
+    :param sketch: a released :class:`~opendp_sketch.Sketch` to fit now (the short form), or
+        ``None`` to call :meth:`fit` later
     :param bounds: public box ``(lower, upper)`` of the data columns; defaults to the sketch's
     :param prior: ``None`` for uniform on the box, or ``prior(n, rng) -> (n, d)`` array of points in
         the box (public: it must not be fitted to the private data); the synthetic decoder starts
@@ -116,11 +120,13 @@ class M2M(ForgetsCallInput):
     ([0.3], True)
     >>> syn.weighted_frame().columns, syn.sample(5).shape
     (['x', 'weight'], (5, 1))
+    >>> dps.M2M(n_samples=20_000).fit(sk).cdf("x", [0.5]).round(2).tolist()   # the same, as a fit
+    [0.3]
     """
 
     def __init__(
         self,
-        sketch: Sketch,
+        sketch: Sketch | None = None,
         bounds: Any = None,
         prior: Prior | None = None,
         n_samples: int | None = None,
@@ -130,9 +136,37 @@ class M2M(ForgetsCallInput):
         method: str = "synthetic",
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
+        check_options(n_samples, seed, lam, method)
+        self._params: dict[str, Any] = {
+            "bounds": bounds,
+            "prior": prior,
+            "n_samples": n_samples,
+            "seed": seed,
+            "lam": lam,
+            "discrete": discrete,
+            "method": method,
+            "progress": progress,
+        }
+        if sketch is not None:  # the short form: M2M(sketch, **params) is M2M(**params).fit(sketch)
+            self.fit(sketch)
+
+    def __getattr__(self, name: str) -> Any:  # only for attributes not set: before the fit
+        if not name.startswith("__") and "_params" in self.__dict__ and "sketch" not in self.__dict__:
+            raise AttributeError(f"this M2M is not fitted yet: call .fit(sketch) first (no {name!r})")
+        raise AttributeError(name)
+
+    def fit(self, sketch: Sketch) -> M2M:
+        """Decode ``sketch`` into the weighted points every query averages over, and return
+        ``self``: ``dps.M2M(**params).fit(sketch)``, as every estimator of the package is fitted;
+        ``dps.M2M(sketch, **params)`` is exactly that, in one call. Post-processing: no budget.
+
+        :raises ValueError: as the class says
+        """
         if not isinstance(sketch, Sketch):
             raise ValueError(f"sketch must be a Sketch, got {type(sketch).__name__}")
-        check_options(n_samples, seed, lam, method)
+        p = self._params
+        bounds, prior, n_samples, seed = p["bounds"], p["prior"], p["n_samples"], p["seed"]
+        lam, discrete, method, progress = p["lam"], p["discrete"], p["method"], p["progress"]
         if n_samples is None:
             n_samples = DEFAULT_PRIOR_SAMPLES if method == "ridge" else DEFAULT_SYNTHETIC_POINTS
         if method == "ridge" and sketch.count <= 0:
@@ -192,6 +226,7 @@ class M2M(ForgetsCallInput):
         # a sketch of a table under a public schema: answers in its units and labels
         self.schema = Schema.from_dict(sketch.schema) if sketch.schema is not None else None
         self._user, self._lo_user, self._hi_user = self._user_view()
+        return self
 
     def _user_view(self, points: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The samples (or ``points``) and box in the table's units: numeric columns mapped back

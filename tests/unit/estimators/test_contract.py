@@ -1,0 +1,47 @@
+"""One estimator contract (issue 38, item 4): ``Est(**params).fit(sketch)`` everywhere, the
+short form ``Est(sketch, **params)`` exactly that, and an estimator used before its fit says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import opendp.prelude as dp
+import pytest
+
+import opendp_sketch as dps
+
+dp.enable_features("contrib", "honest-but-curious")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return np.random.default_rng(0).beta(2, 5, (3000, 1))
+
+
+def test_m2m_fit_is_the_short_form(data):
+    fm = dps.Histogram(bounds=(0, 1), bins=8, dim=1)
+    sk = dps.Sketch(
+        feature_map=fm, sum_units=np.asarray(fm.fixed_sum(data)), count=3000, bounds=([0.0], [1.0])
+    )
+    short = dps.M2M(sk, n_samples=5000, seed=3)
+    fitted = dps.M2M(n_samples=5000, seed=3).fit(sk)
+    assert np.array_equal(short.weights, fitted.weights) and np.array_equal(short.samples, fitted.samples)
+    assert fitted.mean().tolist() == short.mean().tolist()
+    with pytest.raises(AttributeError, match=r"not fitted yet: call \.fit\(sketch\)"):
+        dps.M2M(n_samples=5000).mean()
+    with pytest.raises(ValueError, match="n_samples"):
+        dps.M2M(n_samples=-1)  # parameters are checked when given, before any fit
+
+
+@pytest.mark.parametrize(
+    "make, fm, query",
+    [
+        (lambda **p: dps.KDE(**p), dps.RFF(dim=1, num_features=200, bandwidth=0.2, seed=0), [[0.3]]),
+        (lambda **p: dps.L1DistanceSum(**p), dps.DyadicTrees(bounds=(0, 1), levels=4, dim=1), [0.3]),
+        (lambda **p: dps.SquaredL2DistanceSum(**p), dps.Moments(dim=1, radius=1.0), [[0.3]]),
+    ],
+)
+def test_every_sketch_reader_fits_the_same_way(data, make, fm, query):
+    sk = dps.Sketch(feature_map=fm, sum_units=np.asarray(fm.fixed_sum(data)), count=3000)
+    short, fitted = make(sketch=sk), make().fit(sk)
+    assert np.asarray(short(query)).tolist() == np.asarray(fitted(query)).tolist()
+    assert make().fit(sk) is not None and isinstance(make().fit(sk), type(short))
