@@ -600,8 +600,23 @@ class M2M(ForgetsCallInput):
             raise ValueError(
                 f"shares() needs a categorical or boolean column of a schema sketch; {name!r} is not one"
             )
-        frame = self.weighted_frame()
-        out = frame.group_by(name).agg(pl.col("weight").sum().alias("share")).sort(name, nulls_last=True)
+        # summed in numpy, in the points' order: the same answer every time (Polars' parallel
+        # group-by adds in any order, so two calls could differ in the last bits)
+        s = self._sample_frame()[name]
+        if s.dtype == pl.Boolean:
+            levels: list[Any] = [False, True, None]
+            codes = s.cast(pl.Int64).fill_null(2).to_numpy()
+        else:  # an Enum of the public labels, nulls for a null category
+            levels = [*s.dtype.categories.to_list(), None]  # type: ignore[attr-defined]
+            codes = s.to_physical().cast(pl.Int64).fill_null(len(levels) - 1).to_numpy()
+        sums = np.bincount(codes, weights=self.weights, minlength=len(levels))
+        seen = np.bincount(codes, minlength=len(levels)) > 0
+        out = pl.DataFrame(
+            {
+                name: pl.Series(name, [v for v, k in zip(levels, seen) if k], dtype=s.dtype),
+                "share": sums[seen],
+            }
+        )
         if interval is None:
             return out
         exprs = [
