@@ -283,3 +283,30 @@ def cell_intervals(
     else:  # a count of a non-negative query is non-negative
         low = np.where(fmin >= 0, np.maximum(low, 0.0), low)
     return np.minimum(low, high), np.maximum(low, high), supported
+
+
+def quantile_bounds(
+    cdf_low: np.ndarray,
+    cdf_high: np.ndarray,
+    edges: np.ndarray,
+    q: np.ndarray,
+    value: np.ndarray,
+    lo: float,
+    hi: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of the quantiles at levels ``q`` from simultaneous CDF bounds at a column's cell
+    ``edges`` (see :meth:`~opendp_sketch.M2M.quantile`): above the edge before the first whose
+    upper bound reaches ``q``, at or below the first whose lower bound does; widened to hold
+    ``value``; ``lo``/``hi`` (the column's range) where no edge qualifies.
+
+    >>> quantile_bounds(np.array([0.1, 0.4, 0.9]), np.array([0.3, 0.6, 1.0]), np.array([1.0, 2.0, 3.0]),
+    ...                 np.array([0.5]), np.array([2.2]), 0.0, 4.0)
+    (array([1.]), array([3.]))
+    """
+    k = edges.size
+    reach_hi = cdf_high[None, :] >= q[:, None] - 1e-12
+    reach_lo = cdf_low[None, :] >= q[:, None] - 1e-12
+    first_hi = np.where(reach_hi.any(axis=1), reach_hi.argmax(axis=1), k - 1)
+    low = np.where(first_hi > 0, edges[np.maximum(first_hi - 1, 0)], lo)
+    high = np.where(reach_lo.any(axis=1), edges[reach_lo.argmax(axis=1)], hi)
+    return np.minimum(low, value), np.maximum(high, value)

@@ -26,8 +26,8 @@ from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
-from .intervals import CellIndex, Interval, cell_intervals, probe_points, require_cells
-from .queries import as_expressions
+from .intervals import CellIndex, Interval, cell_intervals, probe_points, quantile_bounds, require_cells
+from .queries import as_expressions, label_shares
 from .ridge import DEFAULT_PRIOR_SAMPLES, RidgeDesign, draw_prior, reference_queries
 from .synthetic import DEFAULT_SYNTHETIC_POINTS, SyntheticDecoder, cell_edges
 
@@ -154,6 +154,11 @@ class M2M(ForgetsCallInput):
         if not name.startswith("__") and "_params" in self.__dict__ and "sketch" not in self.__dict__:
             raise AttributeError(f"this M2M is not fitted yet: call .fit(sketch) first (no {name!r})")
         raise AttributeError(name)
+
+    #: the fitted points, weights and row-count estimate under the contract's names
+    samples_ = property(lambda self: self.samples)
+    weights_ = property(lambda self: self.weights)
+    n_hat_ = property(lambda self: float(self.n_hat))
 
     def fit(self, sketch: Sketch) -> M2M:
         """Decode ``sketch`` into the weighted points every query averages over, and return
@@ -548,15 +553,8 @@ class M2M(ForgetsCallInput):
                 assert kept is not None
                 lo = float(self._lo_user[j])
                 if interval is not None:
-                    ratio = self._ratio(
-                        (self._user[:, j] - lo) * kept,
-                        kept,
-                        (1,),
-                        interval,
-                        probe=lambda j=j, lo=lo: self._probe_columns(
-                            j, lambda x, k: np.column_stack([(x - lo) * k, k])
-                        ),
-                    )
+                    probe = lambda j=j, lo=lo: self._probe_columns(j, lambda x, k: np.c_[(x - lo) * k, k])  # noqa: E731
+                    ratio = self._ratio((self._user[:, j] - lo) * kept, kept, (1,), interval, probe=probe)
                     assert isinstance(out, Interval)
                     for arr, v in zip(out[:3], ratio[:3]):
                         arr[j] = lo + float(np.asarray(v)[0])
@@ -568,8 +566,7 @@ class M2M(ForgetsCallInput):
         return out
 
     def _nonnull_mean(self, j: int, kept: np.ndarray) -> float:
-        w = self.weights * kept
-        total = float(w.sum())
+        w, total = self.weights * kept, float((self.weights * kept).sum())
         return float(w @ self._user[:, j] / total) if total > 0 else float("nan")
 
     def _probe_columns(self, j: int, f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
@@ -600,23 +597,7 @@ class M2M(ForgetsCallInput):
             raise ValueError(
                 f"shares() needs a categorical or boolean column of a schema sketch; {name!r} is not one"
             )
-        # summed in numpy, in the points' order: the same answer every time (Polars' parallel
-        # group-by adds in any order, so two calls could differ in the last bits)
-        s = self._sample_frame()[name]
-        if s.dtype == pl.Boolean:
-            levels: list[Any] = [False, True, None]
-            codes = s.cast(pl.Int64).fill_null(2).to_numpy()
-        else:  # an Enum of the public labels, nulls for a null category
-            levels = [*s.dtype.categories.to_list(), None]  # type: ignore[attr-defined]
-            codes = s.to_physical().cast(pl.Int64).fill_null(len(levels) - 1).to_numpy()
-        sums = np.bincount(codes, weights=self.weights, minlength=len(levels))
-        seen = np.bincount(codes, minlength=len(levels)) > 0
-        out = pl.DataFrame(
-            {
-                name: pl.Series(name, [v for v, k in zip(levels, seen) if k], dtype=s.dtype),
-                "share": sums[seen],
-            }
-        )
+        out = label_shares(self._sample_frame()[name], self.weights)
         if interval is None:
             return out
         exprs = [
@@ -843,12 +824,7 @@ class M2M(ForgetsCallInput):
             raise ValueError(f"column {self.columns[j]!r} has no public cells to bracket a quantile at")
         k = t.size
         ci = self.cdf(j, t, interval=1.0 - (1.0 - float(interval)) / k)  # two sides at α/(2k)
-        reach_hi = ci.high[None, :] >= q[:, None] - 1e-12
-        reach_lo = ci.low[None, :] >= q[:, None] - 1e-12
-        first_hi = np.where(reach_hi.any(axis=1), reach_hi.argmax(axis=1), k - 1)
-        low = np.where(first_hi > 0, t[np.maximum(first_hi - 1, 0)], self._lo_user[j])
-        high = np.where(reach_lo.any(axis=1), t[reach_lo.argmax(axis=1)], self._hi_user[j])
-        low, high = np.minimum(low, value), np.maximum(high, value)
+        low, high = quantile_bounds(ci.low, ci.high, t, q, value, self._lo_user[j], self._hi_user[j])
         sup = np.zeros(q.size, dtype=bool)
         if np.ndim(qs) == 0:
             one = [self._as_time(j, float(v[0])) for v in (value, low, high)]
@@ -912,17 +888,11 @@ class M2M(ForgetsCallInput):
         """Draw one column of the decoded distribution (or two, as a heat map) and return the
         matplotlib ``Axes``.
 
-        Bars give the share of rows in each public cell of a numeric column (in its units; a
-        log-scale column on a log axis) or in each label of a categorical or boolean column;
-        vertical lines give the ``interval`` from the released cells (hatched bars: no released
-        block holds the cell, so the bounds are what the cells allow). Maps without cells (RFF,
-        RACE) get 32 equal bins; they and dyadic trees draw no intervals. Post-processing: free. Needs matplotlib
-        (``pip install "opendp-sketch[plot]"``); the shares drawn are
-        :func:`~opendp_sketch.estimators.plot.column_shares`.
-
-        With ``other``, a heat map of the two columns' joint shares over their cells or labels
-        (:func:`~opendp_sketch.estimators.plot.pair_shares`; no intervals): the dependence the
-        sketch carries, where it released the pair's marginal.
+        Bars: the share of rows in each public cell or label, lines: the ``interval`` from the
+        released cells (:func:`~opendp_sketch.estimators.plot.plot_column` says how each kind of
+        column and map is drawn); with ``other``, a heat map of the two columns' joint shares
+        (:func:`~opendp_sketch.estimators.plot.plot_pair`). Post-processing: free. Needs
+        matplotlib (``pip install "opendp-sketch[plot]"``).
 
         :param column: a column name or index
         :param other: a second column for a joint heat map

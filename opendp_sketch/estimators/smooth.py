@@ -355,7 +355,29 @@ class SmoothKDE:
     (2,)
     """
 
-    def __init__(self, sketches: Sequence[Sketch], coefficients: Any, bandwidth: float | None = None) -> None:
+    def __init__(
+        self,
+        sketches: Sequence[Sketch] | None = None,
+        coefficients: Any = None,
+        bandwidth: float | None = None,
+    ) -> None:
+        if coefficients is None:
+            raise ValueError("coefficients are needed: one finite number per sketch")
+        self._params: dict[str, Any] = {"coefficients": coefficients, "bandwidth": bandwidth}
+        # the short form: SmoothKDE(sketches, c, h) is SmoothKDE(coefficients=c, bandwidth=h).fit(sketches)
+        if sketches is not None:
+            self.fit(sketches)
+
+    def fit(self, sketches: Sequence[Sketch]) -> SmoothKDE:
+        """Read the released ``sketches`` (one per coefficient) and return ``self``, as every
+        estimator of the package is fitted. Post-processing: no budget.
+
+        :raises ValueError: as the class says
+        """
+        self._fit(sketches, **self._params)
+        return self
+
+    def _fit(self, sketches: Sequence[Sketch], coefficients: Any, bandwidth: float | None = None) -> None:
         if isinstance(sketches, Sketch) or not isinstance(sketches, Sequence) or len(sketches) == 0:
             raise ValueError("sketches must be a non-empty list of Sketch objects")
         c = np.asarray(coefficients, dtype=np.float64).ravel()

@@ -26,6 +26,11 @@ def test_m2m_fit_is_the_short_form(data):
     fitted = dps.M2M(n_samples=5000, seed=3).fit(sk)
     assert np.array_equal(short.weights, fitted.weights) and np.array_equal(short.samples, fitted.samples)
     assert fitted.mean().tolist() == short.mean().tolist()
+    assert (
+        fitted.weights_ is fitted.weights
+        and fitted.samples_ is fitted.samples
+        and fitted.n_hat_ == fitted.n_hat
+    )
     with pytest.raises(AttributeError, match=r"not fitted yet: call \.fit\(sketch\)"):
         dps.M2M(n_samples=5000).mean()
     with pytest.raises(ValueError, match="n_samples"):
@@ -45,3 +50,17 @@ def test_every_sketch_reader_fits_the_same_way(data, make, fm, query):
     short, fitted = make(sketch=sk), make().fit(sk)
     assert np.asarray(short(query)).tolist() == np.asarray(fitted(query)).tolist()
     assert make().fit(sk) is not None and isinstance(make().fit(sk), type(short))
+
+
+def test_smooth_kde_fits_its_sketches():
+    from opendp_sketch.estimators.smooth import SmoothKDE, SmoothKernelPlan
+
+    plan = SmoothKernelPlan(dim=1, bandwidth=0.1, num_features=200, num_terms=3, t_max=50.0)
+    X = np.random.default_rng(1).uniform(0, 1, size=(400, 1))
+    sketches = [dps.Sketch(fm, np.array(fm.fixed_sum(X)), 400) for fm in plan.feature_maps]
+    c = plan.kde(sketches).coefficients
+    short = SmoothKDE(sketches, c, 0.1)
+    fitted = SmoothKDE(coefficients=c, bandwidth=0.1).fit(sketches)
+    assert short([[0.4]]).tolist() == fitted([[0.4]]).tolist()
+    with pytest.raises(ValueError, match="coefficients are needed"):
+        SmoothKDE()
