@@ -54,6 +54,7 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
+import scipy.sparse
 from scipy.stats import norm
 
 from ..features.base import FeatureMap
@@ -169,11 +170,37 @@ class CellIndex:
             self.starts.append(starts)
             self.cells.append(cs[starts])
             self.mass.append(np.bincount(c, weights=mass, minlength=size))
+        self._cells_of = idx.astype(np.int32)  # each probe point's cell per block (for predicates)
+        self._members: dict[int, Any] = {}
 
-    def ranges(self, k: int, F: np.ndarray, fmin: np.ndarray, fmax: np.ndarray):
+    def _membership(self, k: int) -> tuple[Any, np.ndarray]:
+        """Block ``k``'s cells × probe points 0/1 matrix (CSR, built once) and each cell's points."""
+        if k not in self._members:
+            offset, size, _ = self.parts[k]
+            c = self._cells_of[:, k] - offset
+            n = c.size
+            S = scipy.sparse.csr_matrix((np.ones(n, np.float32), (c, np.arange(n))), shape=(size, n))
+            self._members[k] = (S, np.bincount(c, minlength=size))
+        return self._members[k]
+
+    def ranges(
+        self, k: int, F: np.ndarray, fmin: np.ndarray, fmax: np.ndarray, ones: np.ndarray | None = None
+    ):
         """Least and greatest value of each column of ``F`` in each cell of block ``k``, and which
-        cells hold probe points (``fmin``/``fmax`` for the others)."""
+        cells hold probe points (``fmin``/``fmax`` for the others).
+
+        ``ones``: ``F`` as float32 when it holds only 0 and 1 (predicates). A cell's least value is
+        then 1 exactly when its count of ones equals its points, and its greatest when the count
+        is positive: one sparse product per block (exact: counts below 2²⁴), the same ranges about
+        three times sooner than sorting the rows by cell."""
         size = self.parts[k][1]
+        if ones is not None and ones.shape[0] < (1 << 24):
+            S, points = self._membership(k)
+            counts = S @ ones
+            held = points > 0
+            lo = np.where(held[:, None], counts == points[:, None], fmin[None, :]).astype(F.dtype)
+            hi = np.where(held[:, None], counts > 0, fmax[None, :]).astype(F.dtype)
+            return lo, hi, held
         lo = np.broadcast_to(fmin, (size, F.shape[1])).astype(F.dtype)
         hi = np.broadcast_to(fmax, (size, F.shape[1])).astype(F.dtype)
         held = np.zeros(size, dtype=bool)
@@ -246,14 +273,16 @@ def cell_intervals(
     sd_all = float(np.sqrt(max(sketch.sum_variance, 0.0)))
     q = F.shape[1]
     fmin, fmax = F.min(axis=0), F.max(axis=0)
+    ones = None
     if ((F == 0) | (F == 1)).all():  # predicates: their cell ranges in a byte per value
         F = F.astype(np.int8)
+        ones = np.ascontiguousarray(F, dtype=np.float32)  # C order: the sparse product reads it as is
     low = np.full(q, -np.inf)
     high = np.full(q, np.inf)
     best = np.full(q, np.inf)
     supported = np.zeros(q, dtype=bool)
     for k, (offset, size, weight) in enumerate(index.parts):
-        lo, hi, held = index.ranges(k, F, fmin, fmax)
+        lo, hi, held = index.ranges(k, F, fmin, fmax, ones)
         lo, hi = lo.astype(np.float64), hi.astype(np.float64)
         yc = y[offset : offset + size] / weight  # rows per cell, with noise of std sd / weight
         sd = sd_all / weight

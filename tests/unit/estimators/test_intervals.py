@@ -337,3 +337,25 @@ def test_every_interval_holds_its_value(method, monkeypatch):
         (est.group_mean("c", "y", interval=0.95), "y"),
     ):
         assert ((frame["low"] <= frame[col]) & (frame[col] <= frame["high"])).all(), frame
+
+
+def test_predicate_ranges_by_sparse_counts_equal_the_sorted_ranges():
+    """For 0/1 queries a cell's least and greatest values come from its count of ones (one
+    sparse product per block); they equal the ranges of the rows sorted by cell, block by block."""
+
+    rng = np.random.default_rng(5)
+    n = 5000
+    frame = pl.DataFrame(
+        {"x": rng.uniform(0, 10, n), "k": rng.integers(0, 20, n), "c": rng.choice(["a", "b", "c"], n)}
+    )
+    schema = dps.Schema({"x": (0, 10), "k": dps.Numeric(0, 19, integer=True), "c": ["a", "b", "c"]})
+    est = dps.M2M(dps.release_sketch(frame, schema=schema, epsilon=1.0), n_samples=3000)
+    index = est._cell_index()
+    F = (rng.random((index._cells_of.shape[0], 6)) < 0.3).astype(np.int8)
+    F[:, 5] = 1  # a constant query too
+    fmin, fmax = F.min(axis=0), F.max(axis=0)
+    for k in range(len(index.parts)):
+        by_sort = index.ranges(k, F, fmin, fmax)
+        by_counts = index.ranges(k, F, fmin, fmax, np.ascontiguousarray(F, dtype=np.float32))
+        for a, b in zip(by_sort, by_counts):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
