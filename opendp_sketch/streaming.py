@@ -575,6 +575,21 @@ def bad_value_counts(
     )
 
 
+def check_lazyframe_source(input_domain: dp.Domain, input_metric: dp.Metric) -> None:
+    """Refuse anything but OpenDP's own LazyFrame domain (a ``dp.Context`` opened on a
+    ``LazyFrame``) under the symmetric distance, with the features and the Polars it needs.
+
+    :raises ValueError: naming what is wrong (the domain, the metric, the Polars version)
+    """
+    dp.assert_features("contrib", "honest-but-curious")
+    require_opendp_polars("a dp.Context on a LazyFrame")
+    if type(input_domain).__name__ != "LazyFrameDomain":
+        raise ValueError(
+            f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (a dp.Context opened on a LazyFrame)"
+        )
+    require_symmetric(input_metric)
+
+
 def make_lazyframe_to_frame_box(
     input_domain: dp.Domain,
     input_metric: dp.Metric,
@@ -587,13 +602,7 @@ def make_lazyframe_to_frame_box(
 
     The named columns must be numeric in the context's schema; ``bounds`` are public.
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    require_opendp_polars("a dp.Context on a LazyFrame")
-    if type(input_domain).__name__ != "LazyFrameDomain":
-        raise ValueError(
-            f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (dp.lazyframe_domain)"
-        )
-    require_symmetric(input_metric)
+    check_lazyframe_source(input_domain, input_metric)
     names = [str(c) for c in column_names]
     missing = [c for c in names if c not in input_domain.columns]
     if missing:

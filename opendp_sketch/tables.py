@@ -19,14 +19,14 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 
-from ._compat import require_opendp_polars
 from ._fixed import Accumulator
-from ._validate import check_chunking, require_symmetric
+from ._validate import check_chunking
 from .domains import TableDomain, table_descriptor
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .schema import Schema
 from .streaming import (
     DEFAULT_BATCH_ROWS,
+    check_lazyframe_source,
     is_total_read,
     report_batch,
     scan,
@@ -409,13 +409,7 @@ def make_lazyframe_to_table(
     ...
     ValueError: columns ['income'] are not in the data (columns: ['age', 'region'])
     """
-    dp.assert_features("contrib", "honest-but-curious")
-    require_opendp_polars("a dp.Context on a LazyFrame")
-    if type(input_domain).__name__ != "LazyFrameDomain":
-        raise ValueError(
-            f"input_domain ({input_domain}) must be OpenDP's LazyFrame domain (a dp.Context opened on a LazyFrame)"
-        )
-    require_symmetric(input_metric)
+    check_lazyframe_source(input_domain, input_metric)
     schema.check_dtypes({c: _domain_dtype(input_domain, c) for c in input_domain.columns})
     return dp.t.make_user_transformation(
         input_domain, input_metric, table_domain(schema), dp.symmetric_distance(), lambda x: x, lambda d: d

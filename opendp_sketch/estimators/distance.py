@@ -41,6 +41,7 @@ import numpy as np
 from ..features.histogram import DyadicTrees
 from ..features.moments import Moments
 from ..sketch import Sketch
+from .contract import SketchEstimator
 
 __all__ = ["L1DistanceSum", "SquaredL2DistanceSum"]
 
@@ -157,7 +158,7 @@ def interval_offsets(alpha: float, leaves: int) -> np.ndarray:
     return np.array(a, dtype=np.int64)
 
 
-class L1DistanceSum:
+class L1DistanceSum(SketchEstimator):
     r"""``Σ_i ‖x_i − q‖₁`` for any queries, from one :class:`~opendp_sketch.DyadicTrees` sketch.
 
     :param sketch: a released sketch whose map is ``DyadicTrees``
@@ -193,20 +194,7 @@ class L1DistanceSum:
     def __init__(
         self, sketch: Sketch | None = None, *, method: str = "consistent", alpha: float = 0.1
     ) -> None:
-        self._params: dict[str, Any] = {"method": method, "alpha": alpha}
-        # the short form: L1DistanceSum(sketch, **params) is L1DistanceSum(**params).fit(sketch)
-        if sketch is not None:
-            self.fit(sketch)
-
-    def fit(self, sketch: Sketch) -> L1DistanceSum:
-        """Read ``sketch`` and return ``self`` (``dps.L1DistanceSum(**params).fit(sketch)``, as every
-        estimator of the package is fitted; ``dps.L1DistanceSum(sketch, **params)`` is exactly that in
-        one call). Post-processing: no budget.
-
-        :raises ValueError: as the class says
-        """
-        self._fit(sketch, **self._params)
-        return self
+        self._start(sketch, method=method, alpha=alpha)
 
     def _fit(self, sketch: Sketch, *, method: str = "consistent", alpha: float = 0.1) -> None:
         self.sketch = _check_sketch(sketch, DyadicTrees, "L1DistanceSum")
@@ -348,7 +336,7 @@ class L1DistanceSum:
         return (out[0] / n, out[1] / n) if return_std else out / n
 
 
-class SquaredL2DistanceSum:
+class SquaredL2DistanceSum(SketchEstimator):
     r"""``Σ_i ‖x_i − q‖²`` for any queries, from one :class:`~opendp_sketch.Moments` sketch.
 
     With ``S₁ = Σ y_i``, ``S₂ = Σ ‖y_i‖²`` (noisy, ``y = clip_r(x − c)``) and the noisy count
@@ -374,20 +362,7 @@ class SquaredL2DistanceSum:
     """
 
     def __init__(self, sketch: Sketch | None = None) -> None:
-        self._params: dict[str, Any] = {}
-        # the short form: SquaredL2DistanceSum(sketch, **params) is SquaredL2DistanceSum(**params).fit(sketch)
-        if sketch is not None:
-            self.fit(sketch)
-
-    def fit(self, sketch: Sketch) -> SquaredL2DistanceSum:
-        """Read ``sketch`` and return ``self`` (``dps.SquaredL2DistanceSum(**params).fit(sketch)``, as every
-        estimator of the package is fitted; ``dps.SquaredL2DistanceSum(sketch, **params)`` is exactly that in
-        one call). Post-processing: no budget.
-
-        :raises ValueError: as the class says
-        """
-        self._fit(sketch, **self._params)
-        return self
+        self._start(sketch)
 
     def _fit(self, sketch: Sketch) -> None:
         self.sketch = _check_sketch(sketch, Moments, "SquaredL2DistanceSum")

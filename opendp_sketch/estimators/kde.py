@@ -29,6 +29,7 @@ from ..features.rff import RFF
 from ..schema import Schema
 from ..sketch import Sketch
 from ..tables import encode_rows
+from .contract import SketchEstimator
 
 __all__ = ["KDE"]
 
@@ -54,7 +55,7 @@ def _kde_map(fm: FeatureMap) -> RFF | RACE:
     raise ValueError(f"KDE needs an RFF or RACE sketch, got {type(fm).__name__}")
 
 
-class KDE:
+class KDE(SketchEstimator):
     r"""Kernel density estimates ``K̂(q) ≈ (1/n) Σ k(x_i, q)`` from an RFF or RACE sketch.
 
     :param sketch: a released sketch of an ``RFF`` or ``RACE`` map; a ``ByClass`` sketch of one
@@ -90,25 +91,7 @@ class KDE:
         label: int | None = None,
         normalise: bool = True,
     ) -> None:
-        self._params: dict[str, Any] = {
-            "estimator": estimator,
-            "groups": groups,
-            "label": label,
-            "normalise": normalise,
-        }
-        # the short form: KDE(sketch, **params) is KDE(**params).fit(sketch)
-        if sketch is not None:
-            self.fit(sketch)
-
-    def fit(self, sketch: Sketch) -> KDE:
-        """Read ``sketch`` and return ``self`` (``dps.KDE(**params).fit(sketch)``, as every
-        estimator of the package is fitted; ``dps.KDE(sketch, **params)`` is exactly that in
-        one call). Post-processing: no budget.
-
-        :raises ValueError: as the class says
-        """
-        self._fit(sketch, **self._params)
-        return self
+        self._start(sketch, estimator=estimator, groups=groups, label=label, normalise=normalise)
 
     def _fit(
         self,

@@ -26,6 +26,7 @@ from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
+from .contract import SketchEstimator
 from .intervals import CellIndex, Interval, cell_intervals, probe_points, quantile_bounds, require_cells
 from .queries import as_expressions, label_shares
 from .ridge import DEFAULT_PRIOR_SAMPLES, RidgeDesign, draw_prior, reference_queries
@@ -64,7 +65,7 @@ def check_options(n_samples: Any, seed: Any, lam: Any, method: Any = "synthetic"
         raise ValueError(f"lam ({lam!r}) must be 'auto', 'paper', 'theorem' or a finite number ≥ 0")
 
 
-class M2M(ForgetsCallInput):
+class M2M(SketchEstimator, ForgetsCallInput):
     r"""Weighted synthetic data from a sketch: every average of a function, at no privacy cost.
 
     Two decoders give the weighted points ``(samples, weights)`` every query averages over:
@@ -137,18 +138,17 @@ class M2M(ForgetsCallInput):
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         check_options(n_samples, seed, lam, method)
-        self._params: dict[str, Any] = {
-            "bounds": bounds,
-            "prior": prior,
-            "n_samples": n_samples,
-            "seed": seed,
-            "lam": lam,
-            "discrete": discrete,
-            "method": method,
-            "progress": progress,
-        }
-        if sketch is not None:  # the short form: M2M(sketch, **params) is M2M(**params).fit(sketch)
-            self.fit(sketch)
+        self._start(
+            sketch,
+            bounds=bounds,
+            prior=prior,
+            n_samples=n_samples,
+            seed=seed,
+            lam=lam,
+            discrete=discrete,
+            method=method,
+            progress=progress,
+        )
 
     def __getattr__(self, name: str) -> Any:  # only for attributes not set: before the fit
         if not name.startswith("__") and "_params" in self.__dict__ and "sketch" not in self.__dict__:

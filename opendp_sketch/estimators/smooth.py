@@ -27,6 +27,7 @@ import scipy.optimize
 from .._validate import check_bounds, check_positive_float, check_positive_int, check_seed
 from ..features.rff import RFF
 from ..sketch import Sketch
+from .contract import SketchEstimator
 from .kde import KDE, check_queries
 
 __all__ = [
@@ -331,7 +332,7 @@ def _exp_sum_kernel(x: Any, y: Any, c: np.ndarray, sigmas: np.ndarray) -> np.nda
     return np.sum(c * np.exp(-0.5 * sq / sigmas**2), axis=-1)
 
 
-class SmoothKDE:
+class SmoothKDE(SketchEstimator):
     r"""``K̂(q) = Σ_j c_j · KDE_j(q)``, estimating ``(1/n) Σ_i Σ_j c_j exp(−‖x_i − q‖²/(2σ_j²))``.
 
     Every ``KDE_j`` is read with one pooled count ``n̂`` (the inverse-variance-weighted mean of
@@ -363,19 +364,7 @@ class SmoothKDE:
     ) -> None:
         if coefficients is None:
             raise ValueError("coefficients are needed: one finite number per sketch")
-        self._params: dict[str, Any] = {"coefficients": coefficients, "bandwidth": bandwidth}
-        # the short form: SmoothKDE(sketches, c, h) is SmoothKDE(coefficients=c, bandwidth=h).fit(sketches)
-        if sketches is not None:
-            self.fit(sketches)
-
-    def fit(self, sketches: Sequence[Sketch]) -> SmoothKDE:
-        """Read the released ``sketches`` (one per coefficient) and return ``self``, as every
-        estimator of the package is fitted. Post-processing: no budget.
-
-        :raises ValueError: as the class says
-        """
-        self._fit(sketches, **self._params)
-        return self
+        self._start(sketches, coefficients=coefficients, bandwidth=bandwidth)
 
     def _fit(self, sketches: Sequence[Sketch], coefficients: Any, bandwidth: float | None = None) -> None:
         if isinstance(sketches, Sketch) or not isinstance(sketches, Sequence) or len(sketches) == 0:

@@ -1,0 +1,48 @@
+"""The one estimator contract: ``Est(**params).fit(sketch)``, and ``Est(sketch, **params)`` its
+short form, exactly that in one call.
+
+A class keeps its parameters in its ``__init__`` signature (for help and type checkers) and
+hands them to :meth:`SketchEstimator._start`; :meth:`SketchEstimator.fit` then reads the
+released sketch with them (``_fit(sketch, **params)``) and returns the estimator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["SketchEstimator"]
+
+_E = TypeVar("_E", bound="SketchEstimator")
+
+
+class SketchEstimator:
+    """Base of the estimators that read a released sketch: parameters first, then :meth:`fit`.
+
+    >>> class Count(SketchEstimator):
+    ...     def __init__(self, sketch=None, *, scale=1.0):
+    ...         self._start(sketch, scale=scale)
+    ...     def _fit(self, sketch, *, scale):
+    ...         self.count_ = sketch * scale
+    >>> Count(scale=2.0).fit(21).count_, Count(21, scale=2.0).count_
+    (42.0, 42.0)
+    """
+
+    _params: dict[str, Any]
+    #: ``_fit(sketch, **params)``: each estimator's own reading of a sketch, with its parameters
+    _fit: Callable[..., None]
+
+    def _start(self, sketch: Any, **params: Any) -> None:
+        """Keep ``params``; with a ``sketch``, fit it now (the short form)."""
+        self._params = params
+        if sketch is not None:
+            self.fit(sketch)
+
+    def fit(self: _E, sketch: Any) -> _E:
+        """Read the released ``sketch`` with the estimator's parameters and return the estimator.
+        Post-processing: no budget.
+
+        :raises ValueError: for a sketch the estimator cannot read (its class says which)
+        """
+        self._fit(sketch, **self._params)
+        return self
