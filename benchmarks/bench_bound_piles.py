@@ -21,10 +21,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_real_tables as real  # noqa: E402
-import bench_synthetic_points as points  # noqa: E402
+from lib import variants as points  # noqa: E402
 
-RESULTS = real.RESULTS
 VARIANTS = {
     "one exponential (before)": False,
     "trend + point mass on the bound (default)": True,

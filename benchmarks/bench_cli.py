@@ -2,7 +2,7 @@
 
 Setting (full mode): a CSV of n = 10^6 rows × 10 float columns uniform in [0, 1] plus one text
 column (seeded; about 190 MB), a JSON schema with the ten columns and bounds (0, 1). Measured,
-each in a fresh subprocess (``_common.run_child``: wall time and peak extra RSS of the call):
+each in a fresh subprocess (``lib.memory.run_child``: wall time and peak extra RSS of the call):
 
 * ``opendp-sketch release rows.csv --schema schema.json --out s.sketch --epsilon 1`` with the
   default map (``--map auto``: 1- and 2-way marginals), with ``--map rff`` (m = 1000) and with
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_cli"
 SEED = 20240621

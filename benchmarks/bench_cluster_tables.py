@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_cluster_tables"
 SEED = 20261128
@@ -121,11 +121,11 @@ def main() -> None:
     import distributed
     import opendp.prelude as dp
     import pyspark
-
-    import opendp_sketch as dps
     from opendp_sketch.dask import dask_table_domain, make_dask_table_sum_and_count
     from opendp_sketch.spark import make_spark_table_sum_and_count, spark_table_domain
     from opendp_sketch.tables import make_table_sum_and_count, table_domain
+
+    import opendp_sketch as dps
 
     dp.enable_features("contrib", "honest-but-curious")
     copies = copies_arg or (1 if args.quick else 16)

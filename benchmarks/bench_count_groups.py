@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_synthetic_points as points  # noqa: E402
+from lib import variants as points  # noqa: E402
 
 VARIANTS = {
     "n̂ from 1ᵀS/s and the count (before)": False,

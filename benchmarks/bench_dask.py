@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_dask"
 DATA_SEED = 20240611
@@ -50,10 +50,10 @@ def main() -> None:
     import dask.array as da
     import distributed
     import opendp.prelude as dp
+    from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
 
     import opendp_sketch as dps
     from opendp_sketch import release_dask_sketch
-    from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
 
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL

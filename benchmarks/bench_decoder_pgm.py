@@ -43,11 +43,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 C.pin_library_snapshot()
 
-import bench_real_tables as R  # noqa: E402
+from lib import peers  # noqa: E402
+from lib import tables as R  # noqa: E402
 
 DESIGNS: dict[str, tuple[dict[str, Any], str]] = {
     "schema": ({}, "schema default (32/64-bin 1-way, 16 × 16 pairs by the row-estimate rule)"),
@@ -218,7 +219,11 @@ def main(argv: list[str] | None = None) -> None:
                     try:
                         pgm, pgm_s, failure = run_pgm(sk, sizes, queries)
                     except Exception as e:  # noqa: BLE001 - a failing peer is a result, recorded in the table
-                        pgm, pgm_s, failure = None, float("nan"), f"{type(e).__name__}: {R.failure_reason(e)}"
+                        pgm, pgm_s, failure = (
+                            None,
+                            float("nan"),
+                            f"{type(e).__name__}: {peers.failure_reason(e)}",
+                        )
                     for decoder, ans, sec, fail in (("ours", ours, ours_s, ""), ("pgm", pgm, pgm_s, failure)):
                         row = {**base, "decoder": decoder, "seconds": sec, "failure": fail}
                         if ans is not None:

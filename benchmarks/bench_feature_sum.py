@@ -18,7 +18,7 @@ n = 10^6 rows uniform in [0, 1]^10 (seeded numpy RNG). Configurations, all in on
 
 Every configuration runs ``--repeats`` times (default 3), each time in a fresh subprocess that
 imports, generates the data and then measures one call: wall time, CPU time and peak extra RSS
-(peak RSS during the call minus RSS just before it; see ``_common.py``). Runs are interleaved
+(peak RSS during the call minus RSS just before it; see ``lib/memory.py``). Runs are interleaved
 round-robin across configurations so slow drifts of the machine load hit all of them alike;
 medians are reported. The float64 one-shot kernel and pycle (tens of seconds, reference only)
 run in the first round only.
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "feature_sum"
 DIM = 10

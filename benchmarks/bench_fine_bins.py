@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_one_way_weight as common  # noqa: E402
-import bench_real_tables as real  # noqa: E402
+from lib import tables as real  # noqa: E402
+from lib.cli import out_stem  # noqa: E402
+from lib.simulated import paired, simulated_release  # noqa: E402
+from lib.snapshot import git_commit  # noqa: E402
 
-RESULTS = real.RESULTS
 N_QUERIES = 600
 N_POINTS = 20
 KEYS = ["counts", "counts_1", "counts_2", "counts_3", "cdf", "means"]
@@ -77,7 +78,7 @@ def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dic
         z = rng.laplace(size=max(fm.num_features for fm, _, _ in maps.values()))
         zc = rng.laplace()
         for s, (fm, exact, bins) in maps.items():
-            sk = common.simulated_release(fm, exact, n, z, zc, eps, lo, hi, cols)
+            sk = simulated_release(fm, exact, n, z, zc, eps, lo, hi, cols)
             est = dps.M2M(sk, seed=rep)
             counts = np.array([est.count(lambda Z, q=q: real.holds(Z, q, cats)) for q in queries]) / n
             err = np.abs(counts - truth)
@@ -113,7 +114,7 @@ def write(rows: list[dict[str, Any]], out: Path, settings: list[str], reps: int)
         "# Bins of the automatic 1-way marginals, on queries between the cells' edges (issue 16)",
         "",
         f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
-        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {real.git_commit()}, {platform.machine()}, "
+        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {git_commit()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs.",
         "",
         f"{reps} repetitions per table and ε; in each, every setting is decoded from the same standard "
@@ -140,9 +141,9 @@ def write(rows: list[dict[str, Any]], out: Path, settings: list[str], reps: int)
                     ("–", "–", "–")
                     if first
                     else (
-                        common.paired(ra, ref, "counts"),
-                        common.paired(ra, ref, "cdf"),
-                        common.paired(ra, ref, "means"),
+                        paired(ra, ref, "counts"),
+                        paired(ra, ref, "cdf"),
+                        paired(ra, ref, "means"),
                     )
                 )
                 lines.append(
@@ -160,13 +161,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--settings", default="32,16,64,rule", help="1-way bins to compare, and 'rule'")
     p.add_argument("--epsilons", default="0.1,1,3")
     p.add_argument("--tables", default=",".join(real.TABLES))
-    p.add_argument("--out", default=str(RESULTS / "bench_fine_bins"))
+    p.add_argument(
+        "--out", default=None, help="results path without suffix (default: results/bench_fine_bins)"
+    )
     args = p.parse_args(argv)
     tables, epsilons = args.tables.split(","), [float(e) for e in args.epsilons.split(",")]
-    settings, reps, out = args.settings.split(","), args.reps, Path(args.out)
+    settings, reps = args.settings.split(","), args.reps
+    out = out_stem(args.out, args.quick, "bench_fine_bins")
     if args.quick:
         tables, epsilons, reps = ["CPSSW8"], [1.0], 2
-        out = RESULTS / "quick" / "bench_fine_bins"
     rows: list[dict[str, Any]] = []
     for name in tables:
         for eps in epsilons:

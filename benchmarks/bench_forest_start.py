@@ -36,10 +36,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_real_tables as real  # noqa: E402
-import bench_synthetic_points as points  # noqa: E402
+from lib import tables as real  # noqa: E402
+from lib import variants as points  # noqa: E402
 
-RESULTS = real.RESULTS
 FOREST, INDEPENDENT = "along the forest", "independent"
 #: the previous default (independent, raked above a quarter of a noise variance per cell,
 #: integer values spread evenly in a cell), the forest with that threshold, the forest raked above

@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_real_tables as real  # noqa: E402
+from lib import tables as real  # noqa: E402
+from lib.cli import out_stem  # noqa: E402
+from lib.snapshot import git_commit  # noqa: E402
 
-RESULTS = real.RESULTS
 LEVEL = 0.95
 CHUNK = 100  # queries evaluated together (bounds the (points × queries) arrays)
 #: off-grid range counts asked per release (the first of ``bench_real_tables.UserQueries``)
@@ -143,7 +144,9 @@ def main(argv: list[str] | None = None) -> None:
         help="schema: the user's frame + dps.Schema release with every default; marginals: the "
         "16-bin automatic marginals of bench_real_tables on the array",
     )
-    p.add_argument("--out", default=str(RESULTS / "bench_intervals"))
+    p.add_argument(
+        "--out", default=None, help="results path without suffix (default: results/bench_intervals)"
+    )
     args = p.parse_args(argv)
     tables, epsilons, releases = (
         args.tables.split(","),
@@ -164,8 +167,9 @@ def main(argv: list[str] | None = None) -> None:
                     f"[{_dt.datetime.now():%H:%M:%S}] {name} ε={eps} release {r}", file=sys.stderr, flush=True
                 )
                 rows += one_release(name, X, cols, lo, hi, eps, r, queries, E, user, args.path)
-    write(rows, Path(args.out), tables, epsilons, releases, args.path)
-    print(Path(args.out).with_suffix(".md").read_text())
+    out = out_stem(args.out, args.quick, "bench_intervals")
+    write(rows, out, tables, epsilons, releases, args.path)
+    print(out.with_suffix(".md").read_text())
 
 
 def write(rows, out: Path, tables, epsilons, releases, path: str) -> None:
@@ -191,7 +195,7 @@ def write(rows, out: Path, tables, epsilons, releases, path: str) -> None:
         "# 95 % intervals on real tables: coverage (issue 16)",
         "",
         f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
-        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {real.git_commit()}, {platform.machine()}, "
+        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {git_commit()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs.",
         "",
         (

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_ledger"
 SEED = 20240611

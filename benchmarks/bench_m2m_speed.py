@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
+from lib.random10 import DATA_SEED, FULL, QUICK, speed  # noqa: E402
 
 NAME = "bench_m2m_speed"
 
@@ -26,7 +27,6 @@ NAME = "bench_m2m_speed"
 def main() -> None:
     args = C.parse_args(__doc__.splitlines()[0], default_repeats=5)
     import opendp.prelude as dp
-    from bench_m2m import DATA_SEED, FULL, QUICK, speed
 
     import opendp_sketch as dps
 

@@ -41,10 +41,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_real_tables as real  # noqa: E402
-from bench_one_way_weight import simulated_release  # noqa: E402
+from lib import tables as real  # noqa: E402
+from lib.cli import out_stem  # noqa: E402
+from lib.simulated import simulated_release  # noqa: E402
+from lib.snapshot import git_commit  # noqa: E402
 
-RESULTS = real.RESULTS
 SETTINGS = ("tree", "one level", "fine16")
 KEYS = ["counts", "cdf", "user_counts", "user_cdf", "means", "decode_s"]
 
@@ -157,7 +158,7 @@ def write(rows: list[dict[str, Any]], out: Path, reps: int) -> None:
         "# The automatic map's two-level 1-way tree, on common noise (issue 16)",
         "",
         f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
-        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {real.git_commit()}, {platform.machine()}, "
+        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {git_commit()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs.",
         "",
         f"{reps} repetitions per table and ε; in each, every setting is decoded from the same standard "
@@ -201,13 +202,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=8)
     p.add_argument("--epsilons", default="1,3")
     p.add_argument("--tables", default=",".join(real.TABLES))
-    p.add_argument("--out", default=str(RESULTS / "bench_one_way_tree"))
+    p.add_argument(
+        "--out", default=None, help="results path without suffix (default: results/bench_one_way_tree)"
+    )
     args = p.parse_args(argv)
     tables, epsilons, reps = args.tables.split(","), [float(e) for e in args.epsilons.split(",")], args.reps
-    out = Path(args.out)
+    out = out_stem(args.out, args.quick, "bench_one_way_tree")
     if args.quick:
         tables, epsilons, reps = ["CPSSW8"], [1.0], 2
-        out = RESULTS / "quick" / "bench_one_way_tree"
     rows: list[dict[str, Any]] = []
     for name in tables:
         for eps in epsilons:

@@ -42,31 +42,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_real_tables as real  # noqa: E402
-
-RESULTS = real.RESULTS
-
-
-def simulated_release(fm, exact, n: int, z, zc: float, eps: float, lo, hi, cols, schema: Any = None) -> Any:
-    """A sketch of ``fm`` whose sum is the exact sum ``exact`` plus the standard Laplace draws
-    ``z`` scaled to the Laplace measurement's scale ``Δ₁ / (ε (1 − count share))``, and whose
-    count is ``n`` plus ``zc`` at the count's scale: a simulated release for comparing design
-    choices on common noise (numpy noise with the mechanism's law; not a privacy release).
-    ``schema``: the public schema the columns were encoded by (recorded in the sketch)."""
-    import opendp_sketch as dps
-    from opendp_sketch.release import DEFAULT_COUNT_FRACTION
-
-    b = fm.sensitivity(1) / (eps * (1.0 - DEFAULT_COUNT_FRACTION))
-    bc = 1.0 / (eps * DEFAULT_COUNT_FRACTION)
-    return dps.Sketch(
-        feature_map=fm,
-        sum_units=np.rint((exact + b * z[: exact.size]) / fm.unit).astype(np.int64),
-        count=int(round(n + bc * zc)),
-        noise={"mechanism": "laplace", "sum_variance": 2 * b * b, "count_variance": 2 * bc * bc},
-        bounds=(lo.tolist(), hi.tolist()),
-        column_names=cols,
-        schema=None if schema is None else schema.to_dict(),
-    )
+from lib import tables as real  # noqa: E402
+from lib.cli import out_stem  # noqa: E402
+from lib.simulated import paired, simulated_release  # noqa: E402
+from lib.snapshot import git_commit  # noqa: E402
 
 
 def run_table(
@@ -157,15 +136,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--rake-excess", default=None, help="thresholds of the decoder's raking, e.g. 1,0.25,0")
     p.add_argument("--tables", default=",".join(real.TABLES))
-    p.add_argument("--out", default=str(RESULTS / "bench_one_way_weight"))
+    p.add_argument(
+        "--out", default=None, help="results path without suffix (default: results/bench_one_way_weight)"
+    )
     args = p.parse_args(argv)
     tables, epsilons = args.tables.split(","), [float(e) for e in args.epsilons.split(",")]
     weights, reps = [float(w) for w in args.weights.split(",")], args.reps
     excesses = [float(x) for x in args.rake_excess.split(",")] if args.rake_excess else None
-    out = Path(args.out)
+    out = out_stem(args.out, args.quick, "bench_one_way_weight")
     if args.quick:
         tables, epsilons, reps = ["CPSSW8"], [1.0], 2
-        out = RESULTS / "quick" / "bench_one_way_weight"
     rows: list[dict[str, Any]] = []
     for name in tables:
         for eps in epsilons:
@@ -175,13 +155,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 KEYS = ["counts", "counts_1", "counts_2", "counts_3", "cdf", "means"]
-
-
-def paired(rows: list[dict[str, Any]], ref: dict[int, dict[str, Any]], key: str) -> str:
-    """Mean paired difference (× 10⁻⁴) of ``key`` from the reference weight, ± its standard error."""
-    diffs = np.array([r[key] - ref[r["rep"]][key] for r in rows]) * 1e4
-    se = diffs.std(ddof=1) / np.sqrt(diffs.size) if diffs.size > 1 else float("nan")
-    return f"{diffs.mean():+.2f} ± {se:.2f}"
 
 
 def write(rows, out: Path, tables, epsilons, reps) -> None:
@@ -199,7 +172,7 @@ def write(rows, out: Path, tables, epsilons, reps) -> None:
         "# The automatic marginals' 1-way weight and the decoder's raking, on common noise (issue 16)",
         "",
         f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}` — "
-        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {real.git_commit()}, {platform.machine()}, "
+        f"{_dt.datetime.now():%Y-%m-%d %H:%M}, commit {git_commit()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs.",
         "",
         f"{reps} repetitions per table and ε; in each, every setting is decoded from the same standard "

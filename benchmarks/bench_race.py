@@ -19,7 +19,7 @@ For each configuration (in-process, one warm-up call, then ``--repeats`` timed c
 * noise by subtraction: release time − feature-sum time.
 
 Peak extra memory (RSS) of ``fixed_sum`` and of ``release_sketch`` is measured in fresh
-subprocesses (``--repeats`` each, median); see ``_common.py``.
+subprocesses (``--repeats`` each, median); see ``lib/memory.py``.
 
 Usage: ``python benchmarks/bench_race.py [--quick] [--out-dir DIR]``
 """
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_race"
 DIM = 3

@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
+from lib import (  # noqa: E402
     Probe,
     fmt,
     machine_info,

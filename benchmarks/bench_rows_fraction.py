@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info, md_table, out_dir, parse_args, progress, write_report  # noqa: E402
+from lib import machine_info, md_table, out_dir, parse_args, progress, write_report  # noqa: E402
 
 #: (package, dataset, {column: schema spec}, categorical columns for group means)
 TABLES = {

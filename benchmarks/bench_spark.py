@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "spark"
 DATA_SEED = 20240611
@@ -100,10 +100,10 @@ def main() -> None:
     import distributed
     import opendp.prelude as dp
     import pyspark
-
-    import opendp_sketch as dps
     from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
     from opendp_sketch.spark import make_spark_sum_and_count, spark_box_domain
+
+    import opendp_sketch as dps
 
     dp.enable_features("contrib", "honest-but-curious")
     n = rows_arg or (100_000 if args.quick else 10_000_000)

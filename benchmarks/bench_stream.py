@@ -6,7 +6,7 @@ with ``dps.release_sketch(pl.scan_parquet(dir / "*.parquet"), RFF(dim=10, num_fe
 bounds=(0, 1), epsilon=1.0)``: validation queries (schema, row count, null/NaN/inf counts), the
 scale search, and one streamed pass of exact feature sums plus OpenDP noise. At n = 10^7 the
 same rows are also written as **one** file with 10^6-row row groups and released from its path. Each release runs in
-a fresh subprocess that reports wall time and peak extra RSS (see ``_common.py``); the target is a
+a fresh subprocess that reports wall time and peak extra RSS (see ``lib/memory.py``); the target is a
 peak ≤ 1 GB that does not grow with n. Baseline in the same run: the same rows read into memory
 with ``pl.read_parquet(...).to_numpy()`` and released from the array (n = 10^7 only — 5·10^7 rows
 are 4 GB as float64).
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_stream"
 SEED = 20240620

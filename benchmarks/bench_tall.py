@@ -3,7 +3,7 @@
 Setting (full mode): one Parquet file of n = 10⁷ rows × 10 columns, row groups of 10⁶ rows,
 seeded: seven skewed numeric columns (gamma, public range [0, 200]) and three text columns with
 8, 40 and 5 public labels. Every measurement runs in a fresh interpreter that reports CPU time,
-wall time and peak extra RSS (``_common.measure_in_child``):
+wall time and peak extra RSS (``lib.memory.measure_in_child``):
 
 * **baseline**: ``pl.read_parquet(path)`` (the same rows into memory);
 * **curator check**: ``schema.problems`` of the path (the counting pass a release runs first;
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import lib as C  # noqa: E402
 
 NAME = "bench_tall"
 SEED = 20261128
@@ -79,9 +79,9 @@ def _write(path: Path, n: int, part: int) -> None:
 def setup(config: dict[str, Any]):
     import opendp.prelude as dp
     import polars as pl
+    from opendp_sketch.tables import as_frame
 
     import opendp_sketch as dps
-    from opendp_sketch.tables import as_frame
 
     dp.enable_features("contrib", "honest-but-curious")
     path, mode = config["path"], config["mode"]
