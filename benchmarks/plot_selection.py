@@ -44,11 +44,11 @@ PANELS = {
 }
 
 
-def read() -> dict[tuple[str, str, float], list[dict[str, str]]]:
-    """Rows of every run by (table, system, ε)."""
+def read(results: Path = RESULTS) -> dict[tuple[str, str, float], list[dict[str, str]]]:
+    """Rows of every run (CSV files in ``results``) by (table, system, ε)."""
     rows: dict[tuple[str, str, float], list[dict[str, str]]] = defaultdict(list)
     for eps, name in RUNS.items():
-        path = RESULTS / name
+        path = results / name
         if not path.exists():
             continue
         with open(path) as f:
@@ -66,6 +66,7 @@ def value(rs: list[dict[str, str]], keys: tuple[str, ...]) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", type=Path, default=RESULTS, help="where the runs' CSV files are")
     p.add_argument("--out", default=str(RESULTS / "real_tables_selection.png"))
     args = p.parse_args(argv)
     import matplotlib
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read()
+    rows = read(args.results)
     eps = sorted(RUNS)
     fig, axes = plt.subplots(len(TABLES), len(PANELS), figsize=(4.2 * len(PANELS), 3.4 * len(TABLES)))
     for i, table in enumerate(TABLES):
