@@ -117,3 +117,5 @@ def test_benchmark_quick_run_writes_its_results(entry, tmp_path):
         assert (tmp_path / name).exists(), name
     table = (tmp_path / entry.results[0]).read_text()
     assert "|---" in table
+    if "--out-dir" in entry.command:  # written by lib.write_report: the machine header
+        assert "numpy" in table and "opendp" in table
