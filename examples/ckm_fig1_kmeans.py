@@ -8,7 +8,7 @@ over several passes, degrades much earlier.
 
 Setting (full run): k = d = 10, Gaussian mixture with identity covariances and centres
 N(0, (2.5·k^{1/d})² I); **n = 200 000** (the paper uses 10⁷; ``benchmarks/bench_ckm.py`` runs
-10⁶ and 10⁷), public box [-20, 20]^10, sketch ``dps.compressive_feature_map(box, k)``
+10⁶ and 10⁷), public box [-20, 20]^10, sketch ``dps.estimators.compressive_feature_map(box, k)``
 (m' = 10kd = 1000 frequencies, bandwidth from the box alone), ε ∈ {0.001, 0.01, 0.1, 1, 10},
 3 trials (fresh mixture each), median and worst. Reference SSE: Lloyd's algorithm
 (``scipy.cluster.vq.kmeans2``, k-means++ starts, best of 3). DP-Lloyd: 7 iterations, ε/7 each,
@@ -67,7 +67,7 @@ def dp_lloyd(X: np.ndarray, k: int, box: float, eps: float, rng: np.random.Gener
 def run(cfg: dict) -> pl.DataFrame:
     n, k, d, box = cfg["n"], cfg["k"], cfg["d"], cfg["box"]
     bounds = ([-box] * d, [box] * d)
-    fm = dps.compressive_feature_map(bounds, k)
+    fm = dps.estimators.compressive_feature_map(bounds, k)
     results: dict[tuple[str, float], list[float]] = {}
     for t in range(cfg["trials"]):
         rng = np.random.default_rng([2019, t])

@@ -1,8 +1,10 @@
 """opendp_sketch: release a dataset once as a differentially private sketch, then analyse it freely.
 
-Data flow: feature maps (:mod:`.features`) → transformations (:mod:`.transformations`) →
-measurements (:mod:`.measurements`) → :class:`.Sketch` (:mod:`.sketch`) → estimators
-(:mod:`.estimators`; OpenDP post-processing wrappers in :mod:`.postprocessors`).
+Data flow, one place each: **schema** (:mod:`.schema`, :mod:`.columns`, :mod:`.readers`) →
+**plan** (:mod:`.plan`, :mod:`.adaptive`, :mod:`.budget`) → **backends** (:mod:`.backends`:
+numpy, Polars and files, tables, Dask, Spark; one protocol, one dispatch on the input domain)
+→ **one noisy release** (:mod:`.measurements`, :mod:`.release`) → :class:`.Sketch` →
+**estimators** (:mod:`.estimators`; OpenDP post-processing wrappers in :mod:`.postprocessors`).
 
 Importing the package registers ``box_clip``, ``feature_sum``, ``jl_projection``,
 ``private_sketch`` and ``m2m`` with ``dp.register`` so they can be used in ``dp.Context`` queries. The plugin API needs the OpenDP
@@ -14,25 +16,26 @@ features ``"contrib"`` and ``"honest-but-curious"``::
 
 from __future__ import annotations
 
+from typing import Any
+
+from . import backends
+from .backends import dask as _dask_backend  # noqa: F401 - registers the Dask backend
+from .backends import memory as _memory_backend  # noqa: F401 - registers the numpy backend
+from .backends import spark as _spark_backend  # noqa: F401 - registers the Spark backend (pyspark loads on use)
+from .backends import streaming as _streaming_backend  # noqa: F401 - registers the Polars frame backend
+from .backends import tables as _tables_backend  # noqa: F401 - registers the table backend
+from .backends.domains import box_domain
+from .backends.memory import make_box_clip, then_box_clip
+from .backends.protocol import make_feature_sum, make_sum_and_count, then_feature_sum
+from .budget import Budget
 from .context import register as _register_context
 from .context import release_sketch_in_context
-from .dask import (
-    DaskBoxDomain,
-    dask_box_domain,
-    dask_table_domain,
-    make_dask_feature_sum,
-    make_dask_sum_and_count,
-    make_dask_table_sum_and_count,
-    then_dask_feature_sum,
-)
-from .domains import NPArray2BoxDomain, box_domain
 from .estimators import (
     KDE,
     M2M,
     CompressiveGMM,
     CompressiveKMeans,
     CompressivePCA,
-    Interval,
     KDEClassifier,
     L1DistanceSum,
     LogisticRegression,
@@ -41,17 +44,9 @@ from .estimators import (
     SketchLinearRegression,
     SquaredL2DistanceSum,
     SyntheticDecoder,
-    compressive_feature_map,
     compressive_kmeans,
-    compressive_pca,
 )
-from .estimators.smooth import (
-    SmoothKDE,
-    SmoothKernelPlan,
-    exp_sum_error_bound,
-    smooth_kernel,
-    smooth_kernel_terms,
-)
+from .estimators.smooth import SmoothKDE, SmoothKernelPlan
 from .features import (
     RACE,
     RFF,
@@ -65,26 +60,13 @@ from .features import (
     QuantizedRFF,
     RandomQuadratic,
     SubsampledRFF,
-    feature_map_from_dict,
 )
-from .planning import SketchSizePlan, noise_to_signal, suggest_sketch_size
-from .postprocessors import FailedEstimate, make_m2m, then_m2m
-from .projections import JLProjection, make_jl_projection, then_jl_projection
-from .release import (
-    Budget,
-    auto_feature_map,
-    make_private_dask_sketch,
-    make_private_sketch,
-    make_private_spark_sketch,
-    release_dask_sketch,
-    release_sketch,
-    release_smooth_sketches,
-    release_spark_sketch,
-    then_private_dask_sketch,
-    then_private_sketch,
-    then_private_spark_sketch,
-)
-from .report import write_report
+from .measurements import make_private_sketch, then_private_sketch
+from .plan import auto_feature_map
+from .planning import suggest_sketch_size
+from .postprocessors import make_m2m, then_m2m
+from .projections import JLProjection
+from .release import release_sketch
 from .schema import Boolean, Categorical, Date, Datetime, Numeric, Schema
 from .session import (
     LedgerBusyError,
@@ -95,34 +77,12 @@ from .session import (
     verify_ledger,
 )
 from .sketch import Sketch, SketchFormatError, SketchSignatureError
-from .spark import (  # pyspark itself is imported only when a Spark function runs
-    SparkBoxDomain,
-    make_spark_feature_sum,
-    make_spark_sum_and_count,
-    make_spark_table_sum_and_count,
-    spark_box_domain,
-    spark_table_domain,
-    then_spark_feature_sum,
-)
-from .streaming import (
-    FrameBoxDomain,
-    frame_box_domain,
-    make_frame_feature_sum,
-    make_frame_row_count,
-    make_frame_sum_and_count,
-    make_lazyframe_to_frame_box,
-)
-from .transformations import (
-    make_box_clip,
-    make_feature_sum,
-    make_row_count,
-    then_box_clip,
-    then_feature_sum,
-)
+from .smooth_release import release_smooth_sketches
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # feature maps
     "FeatureMap",
     "RFF",
     "QuantizedRFF",
@@ -135,26 +95,31 @@ __all__ = [
     "ByClass",
     "Marginals",
     "Composite",
-    "feature_map_from_dict",
-    "box_domain",
-    "NPArray2BoxDomain",
-    "make_box_clip",
-    "then_box_clip",
-    "make_feature_sum",
-    "then_feature_sum",
-    "make_row_count",
-    "make_private_sketch",
-    "then_private_sketch",
-    "release_sketch",
-    "Sketch",
+    # schema and plan
     "Schema",
-    "write_report",
     "Numeric",
     "Date",
     "Datetime",
     "Categorical",
     "Boolean",
     "auto_feature_map",
+    "suggest_sketch_size",
+    "Budget",
+    # backends: OpenDP-style constructors, one dispatch on the input domain
+    "box_domain",
+    "make_box_clip",
+    "then_box_clip",
+    "make_feature_sum",
+    "then_feature_sum",
+    "make_sum_and_count",
+    "make_private_sketch",
+    "then_private_sketch",
+    # releases
+    "release_sketch",
+    "release_sketch_in_context",
+    "release_smooth_sketches",
+    "JLProjection",
+    "Sketch",
     "SketchFormatError",
     "SketchSignatureError",
     "Session",
@@ -163,11 +128,8 @@ __all__ = [
     "LedgerError",
     "LedgerBusyError",
     "verify_ledger",
-    "suggest_sketch_size",
-    "SketchSizePlan",
-    "noise_to_signal",
+    # estimators (post-processing)
     "M2M",
-    "Interval",
     "SyntheticDecoder",
     "LogisticRegression",
     "SketchLinearRegression",
@@ -179,51 +141,33 @@ __all__ = [
     "CompressiveKMeans",
     "CompressiveGMM",
     "compressive_kmeans",
-    "compressive_feature_map",
     "CompressivePCA",
-    "compressive_pca",
     "RACELinearRegression",
-    "make_m2m",
-    "FailedEstimate",
-    "then_m2m",
-    "dask_box_domain",
-    "dask_table_domain",
-    "make_dask_table_sum_and_count",
-    "DaskBoxDomain",
-    "make_dask_sum_and_count",
-    "make_dask_feature_sum",
-    "then_dask_feature_sum",
-    "make_private_dask_sketch",
-    "then_private_dask_sketch",
-    "release_dask_sketch",
-    "spark_box_domain",
-    "spark_table_domain",
-    "make_spark_table_sum_and_count",
-    "SparkBoxDomain",
-    "make_spark_sum_and_count",
-    "make_spark_feature_sum",
-    "then_spark_feature_sum",
-    "make_private_spark_sketch",
-    "then_private_spark_sketch",
-    "release_spark_sketch",
-    "frame_box_domain",
-    "FrameBoxDomain",
-    "make_frame_feature_sum",
-    "make_frame_row_count",
-    "make_lazyframe_to_frame_box",
-    "make_frame_sum_and_count",
-    "Budget",
-    "release_sketch_in_context",
-    "JLProjection",
-    "make_jl_projection",
-    "then_jl_projection",
     "SmoothKDE",
     "SmoothKernelPlan",
-    "release_smooth_sketches",
-    "smooth_kernel",
-    "smooth_kernel_terms",
-    "exp_sum_error_bound",
+    "make_m2m",
+    "then_m2m",
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """Old names (moved or merged by the redesign) resolve for one release, with a warning."""
+    from ._deprecated import MOVED, moved
+
+    if name in MOVED:
+        return moved(name)
+    raise AttributeError(f"module 'opendp_sketch' has no attribute {name!r}")
+
+
 _register_context()
+
+# the modules the redesign moved into backends/, importable at their old paths for one release
+for _old, _new in (
+    ("domains", backends.domains),
+    ("transformations", _memory_backend),
+    ("streaming", _streaming_backend),
+    ("tables", _tables_backend),
+    ("dask", _dask_backend),
+    ("spark", _spark_backend),
+):
+    __import__("sys").modules.setdefault(f"{__name__}.{_old}", _new)

@@ -21,6 +21,7 @@ import opendp.prelude as dp
 from ._validate import check_number
 
 __all__ = [
+    "rest_budget",
     "Budget",
     "BudgetKind",
     "DEFAULT_COUNT_FRACTION",
@@ -221,3 +222,32 @@ def as_rho(budget: Budget, d_in: int) -> float:
             return False
 
     return float(dp.binary_search(meets, bounds=(1e-12, 1e12), T=float))
+
+
+def rest_budget(
+    input_domain: dp.Domain,
+    input_metric: dp.Metric,
+    measure: dp.Measure,
+    d_in: int,
+    spent: list[float],
+    total: float,
+) -> Budget:
+    """The budget left for a last query after ``spent``: the largest share whose sum with
+    theirs, as OpenDP's ``make_adaptive_composition`` adds the losses (rounding up), stays within
+    ``total`` (so ε = 1 is recorded as 1.0), in ``measure`` (ε, or ρ)."""
+    rest, step = total - sum(spent), 0.0
+    for _ in range(256):
+        check = dp.c.make_adaptive_composition(
+            input_domain, input_metric, measure, d_in=d_in, d_mids=[*spent, rest]
+        )
+        if rest > 0 and check.map(d_in) <= total:
+            break
+        # OpenDP rounds every addition up: with many earlier queries (a selection's rounds at
+        # 100 columns) the sum can exceed the total by tens of ulps, so the step doubles
+        step = max(2 * step, math.ulp(rest))
+        rest = rest - step
+    else:  # public arithmetic only: neighbouring datasets are refused alike, before any data
+        raise ValueError(
+            f"no share of the budget ({total}) is left after {len(spent)} queries costing {sum(spent)}"
+        )
+    return Budget.of(epsilon=rest) if measure == dp.max_divergence() else Budget.of(rho=rest)

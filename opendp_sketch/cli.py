@@ -153,7 +153,9 @@ def _feature_map(args: argparse.Namespace, schema: Any) -> Any:
     if args.map == "rff":
         return dps.RFF(dim=d, num_features=args.features, bandwidth=args.bandwidth, seed=args.seed)
     if args.map == "kmeans":
-        return dps.compressive_feature_map((lo, hi), k=args.clusters, seed=args.seed, n=args.expected_rows)
+        return dps.estimators.compressive_feature_map(
+            (lo, hi), k=args.clusters, seed=args.seed, n=args.expected_rows
+        )
     if args.map == "race":
         return dps.RACE(
             dim=d, rows=args.rows, buckets=args.buckets, bucket_width=args.bandwidth, seed=args.seed

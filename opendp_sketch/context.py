@@ -17,18 +17,18 @@ from typing import Any
 
 import opendp.prelude as dp
 
+from .backends.domains import box_data_bounds
+from .backends.memory import make_box_clip, make_feature_sum
+from .backends.streaming import make_lazyframe_to_frame_box
+from .backends.tables import make_lazyframe_to_table
 from .budget import DEFAULT_COUNT_FRACTION
-from .domains import box_data_bounds
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .measurements import make_private_sketch, then_private_sketch
 from .plan import auto_feature_map
 from .postprocessors import m2m_estimate
 from .projections import make_jl_projection
-from .release import make_private_sketch, then_private_sketch
 from .schema import Schema
 from .sketch import Sketch
-from .streaming import make_lazyframe_to_frame_box
-from .tables import make_lazyframe_to_table
-from .transformations import make_box_clip, make_feature_sum
 
 __all__ = ["release_sketch_in_context", "make_private_sketch_in_context", "make_m2m_in_context", "register"]
 
@@ -82,7 +82,7 @@ def make_m2m_in_context(
     the transformation's *function* (``make_chain_pm``), so the post-processor is wrapped in a
     transformation on sketches; its stability map is never used for privacy accounting. Like
     every chained post-processor it never raises or warns: a failed estimate is a falsy
-    :class:`~opendp_sketch.FailedEstimate`.
+    :class:`~opendp_sketch.postprocessors.FailedEstimate`.
     """
     global _SKETCH_DOMAIN
     options = {

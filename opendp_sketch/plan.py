@@ -155,7 +155,7 @@ def auto_marginals(
     :raises ValueError: for a malformed ``pairs``, ``one_way_weight``, ``rows`` or budget
     :example:
 
-    >>> from opendp_sketch.release import auto_marginals
+    >>> from opendp_sketch.plan import auto_marginals
     >>> box = ([0.0] * 6, [1.0] * 6)
     >>> def pairs(fm):
     ...     return [b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 2]
@@ -384,7 +384,7 @@ def auto_feature_map(
     information only (the schema's columns, kinds and row estimate, and the budget), and
     unit-free, since it acts on encoded coordinates.
 
-    The rule (:func:`~opendp_sketch.release.auto_marginals` on the encoded box): every column's
+    The rule (:func:`auto_marginals` on the encoded box): every column's
     1-way marginal (32 equal bins of a numeric column's public range, one cell per category, and
     one bin per value of a linear integer column with at most 32 values) and every 2-way marginal
     at 8×8 bins (an integer column keeps one bin per value there up to 16 values); when the schema carries a public ``rows`` estimate, the 2-way marginals are
@@ -535,7 +535,7 @@ def auto_tree(
     :param count_fraction: the count's share of the budget
     :example:
 
-    >>> from opendp_sketch.release import Budget, auto_blocks, auto_tree
+    >>> from opendp_sketch.plan import Budget, auto_blocks, auto_tree
     >>> box = ([0.0] * 6, [1.0] * 6)
     >>> def tree(e):
     ...     full, keep = auto_blocks(box, categorical=None, levels=None, fine_bins=None, rows=40_000,

@@ -26,7 +26,7 @@ from opendp.extras._utilities import to_then
 
 from ._fixed import exact_bits, exact_matmul, quantize_columns
 from ._validate import check_bounds, check_positive_int, check_seed, require_symmetric
-from .domains import box_descriptor, box_domain
+from .backends.domains import box_descriptor, box_domain
 
 __all__ = ["JLProjection", "make_jl_projection", "then_jl_projection"]
 
@@ -260,7 +260,7 @@ def make_jl_projection(
     :example:
 
     >>> import numpy as np, opendp.prelude as dp
-    >>> from opendp_sketch.domains import box_domain
+    >>> from opendp_sketch.backends.domains import box_domain
     >>> from opendp_sketch.projections import make_jl_projection
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> t = make_jl_projection(box_domain((0.0, 1.0), num_columns=50), dp.symmetric_distance(),

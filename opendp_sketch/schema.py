@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from .backends.streaming import DEFAULT_BATCH_ROWS, stream_frames
 from .columns import (
     MAX_INTEGER_LEVELS,
     NULL_CATEGORY,
@@ -44,7 +45,6 @@ from .columns import (
     named_column,
 )
 from .readers import boolean_expr, code_expr, codes, value_expr
-from .streaming import DEFAULT_BATCH_ROWS, stream_frames
 
 __all__ = ["Schema", "Numeric", "Categorical", "Boolean", "Date", "Datetime", "schema_draft", "sum_problems"]
 

@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 import numpy as np
 import opendp.prelude as dp
 
+from .backends.memory import memory_source
+from .budget import DEFAULT_COUNT_FRACTION, Budget, search_measurement
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .ledger import (
     DEFAULT_TIMEOUT,
@@ -45,14 +47,7 @@ from .ledger import (
     float_up,
     verify_ledger,
 )
-from .release import (
-    DEFAULT_COUNT_FRACTION,
-    Budget,
-    check_release_arguments,
-    memory_source,
-    search_measurement,
-    then_private_sketch,
-)
+from .measurements import check_release_arguments, then_private_sketch
 from .sketch import Sketch, SketchFormatError
 
 __all__ = [

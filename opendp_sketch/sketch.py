@@ -272,7 +272,7 @@ class Sketch(ForgetsCallInput):
     def report(self, path: str | os.PathLike[str], est: Any = None, *, title: str | None = None) -> str:
         """Write this release's report to ``path``, one self-contained HTML page (privacy record,
         every column's distribution and answers with 95 % intervals, relations between columns),
-        and return the path: :func:`opendp_sketch.write_report`. Post-processing: no budget.
+        and return the path: :func:`opendp_sketch.report.write_report`. Post-processing: no budget.
 
         :param est: an :class:`~opendp_sketch.M2M` of this sketch already decoded (default:
             decoded here)

@@ -464,7 +464,7 @@ def check_sum_invariance(
 def check_roundtrip(feature_map: FeatureMap, X: Any) -> FeatureMap:
     """Rebuild ``feature_map`` from ``to_dict`` through JSON text and check it is the same map.
 
-    Both :func:`~opendp_sketch.feature_map_from_dict` and ``type(feature_map).from_dict`` are
+    Both :func:`~opendp_sketch.features.feature_map_from_dict` and ``type(feature_map).from_dict`` are
     used; the copies must have the same fingerprint, compare equal, and give identical
     ``transform`` and ``fixed_features`` on ``X``.
 

@@ -46,7 +46,7 @@ def release(tmp_path_factory):
 
 def test_the_report_is_one_self_contained_page_with_every_column(release):
     sk, folder = release
-    path = dps.write_report(sk, folder / "report.html", title="CPSSW8")
+    path = dps.report.write_report(sk, folder / "report.html", title="CPSSW8")
     page = path and open(path, encoding="utf-8").read()
     for name in COLUMNS:
         assert f"id='column-{name}'" in page
@@ -100,7 +100,7 @@ def test_a_map_without_cells_gets_a_note_instead_of_a_figure(tmp_path, with_sche
     else:
         X = rng.uniform(0, 1, (2000, 2))
         sk = dps.release_sketch(X, fm, bounds=(0.0, 1.0), epsilon=1.0, column_names=["u", "v"])
-    page = open(dps.write_report(sk, tmp_path / "rff.html"), encoding="utf-8").read()
+    page = open(dps.report.write_report(sk, tmp_path / "rff.html"), encoding="utf-8").read()
     for name in ("u", "v"):
         section = re.search(rf"id='column-{name}'.*?</section>", page, flags=re.S).group()
         assert "<svg" not in section and "No figure for this column" in section and "(RFF)" in section
@@ -196,7 +196,7 @@ FLAGS = [
 @pytest.mark.skipif(_chromium() is None, reason="needs Chromium (Debian's chromium package)")
 def test_the_report_renders_in_a_real_browser(release, tmp_path):
     sk, folder = release
-    path = dps.write_report(sk, folder / "browser.html")
+    path = dps.report.write_report(sk, folder / "browser.html")
     browser = _chromium()
     assert browser is not None
     profile = ["--user-data-dir=" + str(tmp_path / "profile")]

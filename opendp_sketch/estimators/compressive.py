@@ -35,13 +35,13 @@ import scipy.special
 from threadpoolctl import threadpool_limits
 
 from .._validate import check_bounds
+from ..backends.tables import encode_rows
 from ..features.base import FeatureMap
 from ..features.rff import RFF, QuantizedRFF
 from ..features.subsampled import SubsampledRFF
 from ..planning import noise_to_signal
 from ..schema import Schema
 from ..sketch import Sketch
-from ..tables import encode_rows
 
 __all__ = [
     "CompressiveKMeans",
@@ -473,7 +473,7 @@ def compressive_feature_map(
       ``m'`` frequencies (:class:`~opendp_sketch.features.subsampled.SubsampledRFF`): a release
       costs about ``r/m'`` of the full map's time, for the same L1 sensitivity. ``r`` is the
       smallest divisor of ``m'`` whose subsampling noise-to-signal ratio
-      (:func:`~opendp_sketch.noise_to_signal` with signal ``1/k``) is at most
+      (:func:`~opendp_sketch.planning.noise_to_signal` with signal ``1/k``) is at most
       ``SUBSAMPLING_NSR = 0.01``, that is ``(m'/r − 1)·k/n ≤ 0.01``: ``r = 1`` from about
       ``n = 10⁵·k`` rows on. A wrong guess of ``n`` costs accuracy or time, never privacy.
 
@@ -492,10 +492,10 @@ def compressive_feature_map(
     :example:
 
     >>> import opendp_sketch as dps
-    >>> fm = dps.compressive_feature_map(([-20.0] * 10, [20.0] * 10), k=10)
+    >>> fm = dps.estimators.compressive_feature_map(([-20.0] * 10, [20.0] * 10), k=10)
     >>> type(fm).__name__, fm.num_features, fm.bandwidth
     ('RFF', 2000, 5.0)
-    >>> fm = dps.compressive_feature_map(([-20.0] * 10, [20.0] * 10), k=10, n=200_000)
+    >>> fm = dps.estimators.compressive_feature_map(([-20.0] * 10, [20.0] * 10), k=10, n=200_000)
     >>> type(fm).__name__, fm.r, fm.num_blocks                    # 5 of the 1000 frequencies per row
     ('SubsampledRFF', 5, 200)
     """
@@ -683,7 +683,7 @@ class CompressiveKMeans(_CompressiveMixture):
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> rng = np.random.default_rng(0)
     >>> X = np.concatenate([rng.normal(-3, 0.5, (5000, 2)), rng.normal(3, 0.5, (5000, 2))])
-    >>> fm = dps.compressive_feature_map(([-6, -6], [6, 6]), k=2)
+    >>> fm = dps.estimators.compressive_feature_map(([-6, -6], [6, 6]), k=2)
     >>> sk = dps.release_sketch(X, fm, bounds=([-6, -6], [6, 6]), epsilon=1.0)
     >>> km = dps.CompressiveKMeans(n_clusters=2).fit(sk)
     >>> km.cluster_centers_.shape, km.predict(np.array([[-3.0, -3.0], [3.0, 3.0]])).tolist()

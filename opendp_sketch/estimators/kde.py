@@ -22,13 +22,13 @@ from typing import Any, Literal
 import numpy as np
 import scipy.optimize
 
+from ..backends.tables import encode_rows
 from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..features.race import RACE
 from ..features.rff import RFF
 from ..schema import Schema
 from ..sketch import Sketch
-from ..tables import encode_rows
 from .contract import SketchEstimator
 
 __all__ = ["KDE"]
@@ -223,7 +223,7 @@ class KDE(SketchEstimator):
         density at ``50·n_starts`` seeded random points, the best five refined with Nelder–Mead
         inside the box). For a schema sketch the point is in the sketch's unit-free coordinates:
         ``kde.schema_.decode([point])`` gives it as a row in the table's units and labels."""
-        from ..domains import box_data_bounds
+        from ..backends.domains import box_data_bounds
 
         if bounds is None:
             if self.bounds is None:

@@ -16,6 +16,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.special
 
+from ..backends.tables import encode_rows
 from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..features.composite import Composite
@@ -23,7 +24,6 @@ from ..features.histogram import DyadicTrees, Histogram
 from ..features.marginals import Marginals
 from ..schema import Numeric
 from ..sketch import Sketch
-from ..tables import encode_rows
 from .m2m import M2M, default_column_names
 
 __all__ = ["LogisticRegression", "SketchLinearRegression"]

@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from .._compat import ForgetsCallInput
-from ..domains import box_data_bounds
+from ..backends.domains import box_data_bounds
 from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
@@ -764,7 +764,7 @@ class M2M(SketchEstimator, ForgetsCallInput):
         ``method="inverted_cdf"``): the median of ages in whole years is a whole year. Other
         columns interpolate the CDF.
 
-        ``interval=level`` returns an :class:`~opendp_sketch.Interval` per level: the CDF is
+        ``interval=level`` returns an :class:`~opendp_sketch.estimators.Interval` per level: the CDF is
         bracketed at the column's public cell edges ``t₁ < … < t_k`` (``cdf(..., interval=)``,
         released cells only), simultaneously by a union bound (each edge at ``1 − α/(2k)`` on each
         side). If every upper CDF bound holds, the first edge whose upper bound reaches ``q`` is

@@ -35,11 +35,11 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from ..backends.tables import encode_rows
 from ..features.base import single_threaded_blas
 from ..features.moments import RandomQuadratic
 from ..schema import Schema
 from ..sketch import Sketch
-from ..tables import encode_rows
 
 __all__ = ["CompressivePCA", "compressive_pca"]
 

@@ -5,8 +5,8 @@ For a clean table ``D`` (200 rows under a public schema) and ``D' = D + one row`
 numbers and booleans in label columns, huge integers, ±inf, NaN, nulls, bytes, lists, dicts,
 dates, complex numbers, ...), in every input kind an analyst's Context accepts, each property
 below must hold for every measurement an analyst can run (the table sketch, ``private_sketch``;
-the pair-selection sketch, :func:`~opendp_sketch.release.make_spanning_sketch`; and the default
-release without a rows hint, :func:`~opendp_sketch.release.make_row_estimated_sketch`):
+the pair-selection sketch, :func:`~opendp_sketch.adaptive.make_spanning_sketch`; and the default
+release without a rows hint, :func:`~opendp_sketch.adaptive.make_row_estimated_sketch`):
 
 * the **outcome** is the same kind on ``D`` and ``D'``: both release, and the Context charges the
   same loss (a query that raised would be charged nothing, a free oracle);
@@ -40,14 +40,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import opendp_sketch as dps
-from opendp_sketch.release import (
-    Budget,
-    auto_feature_map,
-    make_row_estimated_sketch,
-    make_spanning_sketch,
-    schema_blocks,
-)
-from opendp_sketch.tables import make_table_sum_and_count, table_domain
+from opendp_sketch.adaptive import make_row_estimated_sketch, make_spanning_sketch
+from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
+from opendp_sketch.budget import Budget
+from opendp_sketch.plan import auto_feature_map, schema_blocks
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
@@ -401,10 +397,10 @@ def dask_kind():
     dd = pytest.importorskip("dask.dataframe")
     import dask
 
-    from opendp_sketch.dask import make_dask_table_sum_and_count
+    from opendp_sketch.backends.dask import make_dask_table_sum_and_count
 
     dask.config.set(scheduler="synchronous")
-    domain = dps.dask_table_domain(SCHEMA)
+    domain = dps.backends.dask.dask_table_domain(SCHEMA)
 
     def frame(df: pd.DataFrame):
         """Two partitions, the second with the types its own rows give it (the row's)."""
@@ -479,7 +475,7 @@ def spark_kind():
 
     from pyspark.sql import SparkSession
 
-    from opendp_sketch.spark import make_spark_table_sum_and_count
+    from opendp_sketch.backends.spark import make_spark_table_sum_and_count
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
@@ -492,7 +488,7 @@ def spark_kind():
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("OFF")
-    domain = dps.spark_table_domain(SCHEMA)
+    domain = dps.backends.spark.spark_table_domain(SCHEMA)
     text_schema = ", ".join(f"{c} string" for c in COLUMNS)
 
     def frame(rows: list[tuple]):

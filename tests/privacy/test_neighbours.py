@@ -134,7 +134,7 @@ def test_context_m2m_on_tiny_data_is_charged_once_per_query_and_never_warns(fm):
         for i in range(20):
             out = ctx.query().private_sketch(fm).m2m(None, n_samples=500).release()
             assert out is not None  # the estimator, or a FailedEstimate saying why
-            if not isinstance(out, dps.FailedEstimate):
+            if not isinstance(out, dps.postprocessors.FailedEstimate):
                 counts.append(out.sketch.count)
                 out.mean()  # an estimate on a count ≤ 0 sketch must not raise or warn either
             assert len(ctx.remaining_privacy_loss()) == 19 - i  # each query charged once
@@ -159,8 +159,8 @@ def test_frame_measurement_sums_stay_within_sensitivity(base, kind, name):
     """``make_private_sketch`` on a frame domain: releases on both; exact sums within Δ."""
     X2, null = _data(base, kind)
     fm = _maps()[name]
-    dom = dps.frame_box_domain(BOX, ["x0", "x1"])
-    t = dps.make_frame_feature_sum(dom, dp.symmetric_distance(), fm)
+    dom = dps.backends.streaming.frame_box_domain(BOX, ["x0", "x1"])
+    t = dps.backends.streaming.make_frame_feature_sum(dom, dp.symmetric_distance(), fm)
     meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=1.0)
     f1, f2 = _frame(base).lazy(), _frame(X2, null).lazy()
     assert dom.member(f1) and dom.member(f2)
@@ -194,9 +194,9 @@ def test_dask_measurement_releases_on_both_neighbours(base, kind):
     X2, null = _data(base, kind)
     fm = _maps()["rff"]
     names = ["x0", "x1"]
-    dom = dps.dask_box_domain(BOX, column_names=names)
-    t = dps.make_dask_feature_sum(dom, dp.symmetric_distance(), fm)
-    meas = dps.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
+    dom = dps.backends.dask.dask_box_domain(BOX, column_names=names)
+    t = dps.backends.dask.make_dask_feature_sum(dom, dp.symmetric_distance(), fm)
+    meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
     with dask.config.set(scheduler="synchronous"):
         if null:  # a null in a DataFrame partition
             a = dd.from_pandas(_frame(base).to_pandas(), npartitions=3)
@@ -284,9 +284,7 @@ def test_release_dask_sketch_same_kind_of_outcome(base, kind, impute):
 
     def release(X, impute):
         with dask.config.set(scheduler="synchronous"):
-            return dps.release_dask_sketch(
-                da.from_array(X, chunks=(15, D)), fm, BOX, epsilon=1.0, impute=impute
-            )
+            return dps.release_sketch(da.from_array(X, chunks=(15, D)), fm, BOX, epsilon=1.0, impute=impute)
 
     _expect(kind, impute, _one_call(release, lambda X, null: X, base, kind, impute))
 
@@ -381,7 +379,7 @@ def _mixed(n_extra: int = 0, row=None) -> pl.DataFrame:
 def test_table_measurement_releases_on_both_neighbours_within_sensitivity(kind, pairs):
     """Also the two-level 1-way tree the rule adds with 64-bin cells and every pair ("tree": a
     row estimate and a budget that keep the pair): a row takes one cell in each level."""
-    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+    from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
 
     if pairs == "tree":
         fm = dps.auto_feature_map(dps.Schema(MIXED.to_dict()["columns"], rows=60_000), epsilon=3.0)
@@ -422,7 +420,7 @@ def test_jl_projection_chained_into_a_release_takes_any_row(base, kind):
     box domain) is clipped into the box like ``make_box_clip`` does, never raised on or warned
     about; the projected neighbour adds exactly one row inside the output bounds."""
     dom = dps.box_domain(BOX, num_columns=D)
-    t = dps.make_jl_projection(dom, dp.symmetric_distance(), output_dim=2, seed=5)
+    t = dps.projections.make_jl_projection(dom, dp.symmetric_distance(), output_dim=2, seed=5)
     meas = t >> dps.then_private_sketch(dp.max_divergence(), dps.RFF(dim=2, num_features=8, seed=1), 1.0)
     X2 = _neighbour(base, ADVERSARIAL[kind])
     with warnings.catch_warnings():
@@ -441,7 +439,7 @@ def test_dask_schema_table_neighbours_within_sensitivity_and_same_kind_of_outcom
     dd = pytest.importorskip("dask.dataframe")
     import dask
 
-    from opendp_sketch.dask import dask_table_domain, make_dask_table_sum_and_count
+    from opendp_sketch.backends.dask import dask_table_domain, make_dask_table_sum_and_count
 
     fm = dps.auto_feature_map(MIXED, pairs="all")
     dom = dask_table_domain(MIXED)
@@ -456,9 +454,9 @@ def test_dask_schema_table_neighbours_within_sensitivity_and_same_kind_of_outcom
         assert nb - na == 1
         for p in (1, 2):
             assert_within_sensitivity(fm, sa, sb, p)
-        assert isinstance(dps.release_dask_sketch(a, schema=MIXED, epsilon=1.0), dps.Sketch)
+        assert isinstance(dps.release_sketch(a, schema=MIXED, epsilon=1.0), dps.Sketch)
         try:
-            out = dps.release_dask_sketch(b, schema=MIXED, epsilon=1.0)
+            out = dps.release_sketch(b, schema=MIXED, epsilon=1.0)
         except ValueError as e:
             assert not isinstance(e, dp.OpenDPException) and kind in ("null x", "nan x", "+inf x"), (kind, e)
             return

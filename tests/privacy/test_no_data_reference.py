@@ -16,7 +16,7 @@ import opendp.prelude as dp
 import polars as pl
 
 import opendp_sketch as dps
-from opendp_sketch.release import forget_input
+from opendp_sketch.measurements import forget_input
 from opendp_sketch.session import Session
 
 

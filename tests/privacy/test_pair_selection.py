@@ -115,8 +115,8 @@ def test_score_is_exact_beyond_int64_products(scale):
 def test_scores_inside_the_measurement_take_any_row(kind):
     """The scores run on the schema's encoded rows: a null, NaN, ±inf, ±1e308 or unknown label
     maps to a public value, so they never raise or warn, and move by at most 4 per row."""
-    from opendp_sketch.release import schema_blocks
-    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+    from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
+    from opendp_sketch.plan import schema_blocks
 
     full, keep = schema_blocks(SCHEMA, epsilon=1.0)
     pairs = [i for i, b in enumerate(full.blocks) if len(b.subset) == 2 and i not in keep]
@@ -250,7 +250,8 @@ def test_fine_bins_with_a_tree():
 def test_candidates_that_cannot_join_everything_get_as_many_rounds_as_they_can():
     """Four columns, a measured 3-way block (0, 1, 2) and one candidate pair (2, 3) besides
     (0, 3): Kruskal picks exactly one, and never runs a round without a choice."""
-    from opendp_sketch.release import Budget, make_spanning_sketch
+    from opendp_sketch.adaptive import make_spanning_sketch
+    from opendp_sketch.budget import Budget
 
     box = ([0.0] * 4, [1.0] * 4)
     fm = dps.Marginals(box, [0, 1, 2, 3, (0, 1, 2), (2, 3), (0, 3)], bins=4)
@@ -272,7 +273,8 @@ def test_candidates_that_cannot_join_everything_get_as_many_rounds_as_they_can()
 
 @pytest.mark.parametrize("measured", [[0, 9], [-1], [True], ["0"]])
 def test_make_spanning_sketch_refuses_bad_blocks(measured):
-    from opendp_sketch.release import Budget, make_spanning_sketch
+    from opendp_sketch.adaptive import make_spanning_sketch
+    from opendp_sketch.budget import Budget
 
     box = ([0.0] * 3, [1.0] * 3)
     fm = dps.Marginals.auto(box, fine_bins=4, coarse_bins=2)

@@ -111,10 +111,10 @@ def _neighbour(spark, base: np.ndarray, kind: str):
 @pytest.fixture(scope="module")
 def base_sums(spark, base) -> dict[str, list[int]]:
     """The exact sums of the base dataset, per map (computed once)."""
-    dom = dps.spark_box_domain(BOX, NAMES)
+    dom = dps.backends.spark.spark_box_domain(BOX, NAMES)
     df = _frame(spark, base)
     return {
-        name: list(dps.make_spark_feature_sum(dom, dp.symmetric_distance(), fm)(df))
+        name: list(dps.backends.spark.make_spark_feature_sum(dom, dp.symmetric_distance(), fm)(df))
         for name, fm in _maps().items()
     }
 
@@ -122,8 +122,8 @@ def base_sums(spark, base) -> dict[str, list[int]]:
 @pytest.mark.parametrize("kind", KINDS)
 def test_measurement_releases_on_both_neighbours(spark, base, kind):
     fm = _maps()["rff"]
-    dom = dps.spark_box_domain(BOX, NAMES)
-    meas = dps.make_private_spark_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
+    dom = dps.backends.spark.spark_box_domain(BOX, NAMES)
+    meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
     for df in (_frame(spark, base), _neighbour(spark, base, kind)):
         out = meas(df)  # never raises on values: an uncharged error would be a free oracle
         assert isinstance(out, dps.Sketch) and out.privacy["loss"] == meas.map(1)
@@ -133,7 +133,9 @@ def test_measurement_releases_on_both_neighbours(spark, base, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_neighbour_sums_within_sensitivity(spark, base, base_sums, name, kind):
     fm = _maps()[name]
-    t = dps.make_spark_feature_sum(dps.spark_box_domain(BOX, NAMES), dp.symmetric_distance(), fm)
+    t = dps.backends.spark.make_spark_feature_sum(
+        dps.backends.spark.spark_box_domain(BOX, NAMES), dp.symmetric_distance(), fm
+    )
     other = list(t(_neighbour(spark, base, kind)))
     for p in (1, 2):
         assert_within_sensitivity(fm, base_sums[name], other, p)
@@ -144,7 +146,7 @@ def base_releases(spark, base) -> dict:
     """The one-call release on the base dataset, with and without impute (it must release)."""
     fm = _maps()["histogram"]
     return {
-        impute: dps.release_spark_sketch(_frame(spark, base), fm, BOX, epsilon=1.0, impute=impute)
+        impute: dps.release_sketch(_frame(spark, base), fm, BOX, epsilon=1.0, impute=impute)
         for impute in (None, 0.25)
     }
 
@@ -155,7 +157,7 @@ def test_release_spark_sketch_same_kind_of_outcome(spark, base, base_releases, k
     fm = _maps()["histogram"]
     assert isinstance(base_releases[impute], dps.Sketch)
     try:
-        out = dps.release_spark_sketch(_neighbour(spark, base, kind), fm, BOX, epsilon=1.0, impute=impute)
+        out = dps.release_sketch(_neighbour(spark, base, kind), fm, BOX, epsilon=1.0, impute=impute)
         outcome = "released"
         assert isinstance(out, dps.Sketch) and out.privacy == base_releases[impute].privacy
     except ValueError as e:  # a curator-side refusal, never OpenDP's wrapper of an inner error
@@ -199,7 +201,7 @@ def test_schema_table_neighbours_within_sensitivity_and_same_kind_of_outcome(spa
     the neighbour on the driver, with a ``ValueError`` naming the fix, before anything is built."""
     import warnings
 
-    from opendp_sketch.spark import make_spark_table_sum_and_count, spark_table_domain
+    from opendp_sketch.backends.spark import make_spark_table_sum_and_count, spark_table_domain
 
     fm = dps.auto_feature_map(MIXED, pairs="all")
     dom = spark_table_domain(MIXED)
@@ -215,9 +217,9 @@ def test_schema_table_neighbours_within_sensitivity_and_same_kind_of_outcome(spa
     assert nb - na == 1
     for p in (1, 2):
         assert_within_sensitivity(fm, sa, sb, p)
-    assert isinstance(dps.release_spark_sketch(a, schema=MIXED, epsilon=1.0), dps.Sketch)
+    assert isinstance(dps.release_sketch(a, schema=MIXED, epsilon=1.0), dps.Sketch)
     try:
-        out = dps.release_spark_sketch(b, schema=MIXED, epsilon=1.0)
+        out = dps.release_sketch(b, schema=MIXED, epsilon=1.0)
     except ValueError as e:
         assert not isinstance(e, dp.OpenDPException) and kind in MIXED_REFUSED, (kind, e)
         return

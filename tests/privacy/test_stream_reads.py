@@ -27,8 +27,8 @@ import polars as pl
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.streaming import STREAM_FAILED, StreamReadError, scan
-from opendp_sketch.tables import make_table_sum_and_count, table_domain
+from opendp_sketch.backends.streaming import STREAM_FAILED, StreamReadError, scan
+from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
 from opendp_sketch.testing import assert_within_sensitivity
 
 ROWS = 3000  # more than one batch of BATCH rows, and a bad row far past the type inference
@@ -54,8 +54,8 @@ BAD_ROWS = ["abc,0.5", "0.5,", "1e999,0.5", '"",0.5', "0.5,0.5,0.5"]
 @pytest.mark.parametrize("bad", BAD_ROWS)
 def test_frame_backend_reads_a_scanned_csv_to_the_end(tmp_path: Path, bad: str) -> None:
     fm = dps.Histogram(bounds=(0, 1), bins=2, dim=2)
-    dom = dps.frame_box_domain((0.0, 1.0), ["a", "b"], impute=0.5)
-    t = dps.make_frame_sum_and_count(dom, dp.symmetric_distance(), fm, batch_rows=BATCH)
+    dom = dps.backends.streaming.frame_box_domain((0.0, 1.0), ["a", "b"], impute=0.5)
+    t = dps.backends.streaming.make_frame_sum_and_count(dom, dp.symmetric_distance(), fm, batch_rows=BATCH)
     try:
         base = scan(_csv(tmp_path / "d.csv", None))
         added = scan(_csv(tmp_path / "d2.csv", bad))
@@ -71,7 +71,7 @@ def test_a_failing_stream_raises_a_fixed_message_not_a_partial_sum(tmp_path: Pat
     parse stops the read. The release must not happen (no partial sum), and the error must not
     quote the file."""
     fm = dps.Histogram(bounds=(0, 1), bins=2, dim=2)
-    dom = dps.frame_box_domain((0.0, 1.0), ["a", "b"], impute=0.5)
+    dom = dps.backends.streaming.frame_box_domain((0.0, 1.0), ["a", "b"], impute=0.5)
     meas = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, scale=1.0)
     strict = pl.scan_csv(_csv(tmp_path / "d2.csv", "secret-value,0.5"))
     with pytest.raises(Exception) as info:
@@ -82,7 +82,7 @@ def test_a_failing_stream_raises_a_fixed_message_not_a_partial_sum(tmp_path: Pat
 
 
 def test_stream_frames_surfaces_the_error_after_the_batches_read() -> None:
-    from opendp_sketch.streaming import stream_frames
+    from opendp_sketch.backends.streaming import stream_frames
 
     lf = pl.LazyFrame({"a": ["1"] * 2000 + ["x"]}).select(pl.col("a").cast(pl.Float64, strict=True))
     seen = 0
@@ -93,7 +93,7 @@ def test_stream_frames_surfaces_the_error_after_the_batches_read() -> None:
 
 
 def test_stream_frames_stops_cleanly_when_the_consumer_stops() -> None:
-    from opendp_sketch.streaming import stream_frames
+    from opendp_sketch.backends.streaming import stream_frames
 
     lf = pl.LazyFrame({"a": np.arange(100_000, dtype=np.float64)})
     for batch in stream_frames(lf, 1000):
@@ -187,7 +187,9 @@ def test_csv_booleans_read_as_text_keep_their_values(tmp_path: Path) -> None:
 
 def test_a_failing_row_count_quotes_nothing(tmp_path: Path) -> None:
     lf = pl.scan_csv(_csv(tmp_path / "d.csv", "secret-value,0.5")).filter(pl.col("a").cast(pl.Float64) > -1)
-    t = dps.make_frame_row_count(dps.frame_box_domain((0.0, 1.0), ["a", "b"]), dp.symmetric_distance())
+    t = dps.backends.streaming.make_frame_row_count(
+        dps.backends.streaming.frame_box_domain((0.0, 1.0), ["a", "b"]), dp.symmetric_distance()
+    )
     with pytest.raises(Exception) as info:
         t(lf)
     assert "secret-value" not in str(info.value) and STREAM_FAILED.split(",")[0] in str(info.value)
@@ -203,8 +205,8 @@ def test_non_utf8_bytes_in_a_csv_read_as_replaced_text(tmp_path: Path, bad: byte
     )
     _table_pair(str(base), str(added))
     fm = dps.Histogram(bounds=(0, 10), bins=4, dim=1)
-    t = dps.make_frame_sum_and_count(
-        dps.frame_box_domain((0.0, 10.0), ["x"], impute=5.0), dp.symmetric_distance(), fm
+    t = dps.backends.streaming.make_frame_sum_and_count(
+        dps.backends.streaming.frame_box_domain((0.0, 10.0), ["x"], impute=5.0), dp.symmetric_distance(), fm
     )
     (sa, na), (sb, nb) = t(scan(base)), t(scan(added))
     assert nb - na == 1
@@ -220,8 +222,8 @@ def test_integer_columns_of_a_scanned_csv_read_as_floats(tmp_path: Path) -> None
     base.write_text("\n".join(["a,b", *body]) + "\n")
     added.write_text("\n".join(["a,b", "0.9,0.9", *body]) + "\n")
     fm = dps.Histogram(bounds=(0, 1), bins=4, dim=2)
-    dom = dps.frame_box_domain((0.0, 1.0), ["a", "b"], impute=0.5)
-    t = dps.make_frame_sum_and_count(dom, dp.symmetric_distance(), fm)
+    dom = dps.backends.streaming.frame_box_domain((0.0, 1.0), ["a", "b"], impute=0.5)
+    t = dps.backends.streaming.make_frame_sum_and_count(dom, dp.symmetric_distance(), fm)
     (sa, na), (sb, nb) = t(scan(base)), t(scan(added))
     assert nb - na == 1
     assert_within_sensitivity(fm, sa, sb, p=1)
@@ -254,7 +256,7 @@ def test_an_open_stream_at_interpreter_exit_does_not_abort_the_process() -> None
 
     code = (
         "import numpy as np, polars as pl\n"
-        "from opendp_sketch.streaming import stream_frames\n"
+        "from opendp_sketch.backends.streaming import stream_frames\n"
         "g = stream_frames(pl.LazyFrame({'a': np.arange(10**6, dtype=float)}), 1000)\n"
         "next(g)\n"
     )
@@ -264,7 +266,7 @@ def test_an_open_stream_at_interpreter_exit_does_not_abort_the_process() -> None
 
 
 def test_scan_csv_text_reads_every_field_as_text_and_a_missing_file_is_an_error(tmp_path: Path) -> None:
-    from opendp_sketch.streaming import scan_csv_text
+    from opendp_sketch.backends.streaming import scan_csv_text
 
     path = tmp_path / "t.csv"
     path.write_bytes(b"a,b\n1,\xff\n2\n3,4,5\n")

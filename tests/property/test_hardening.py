@@ -312,7 +312,7 @@ def test_feature_map_from_dict_on_tampered_specs(spec, mutations, pick, case_log
         elif key in ("kind", "params", "fingerprint"):
             d[key] = value
     with np.errstate(all="ignore"):
-        outcome, fm = attempt(lambda: dps.feature_map_from_dict(d))
+        outcome, fm = attempt(lambda: dps.features.feature_map_from_dict(d))
     case_log("feature map spec", outcome, False)
     if outcome == "ok":
         assert isinstance(fm, dps.FeatureMap)
@@ -506,7 +506,7 @@ def test_make_private_sketch_construction(scale, count_fraction, measure, domain
         "box2": dps.box_domain((0.0, 1.0), num_columns=2),
         "box3": dps.box_domain((0.0, 1.0), num_columns=3),
         "numpy": dp.numpy.array2_domain(num_columns=2, T=float),
-        "frame": dps.frame_box_domain((0.0, 1.0), ["x", "y"]),
+        "frame": dps.backends.streaming.frame_box_domain((0.0, 1.0), ["x", "y"]),
     }[domain]
     in_metric = dp.symmetric_distance() if metric == "sym" else dp.l1_distance(T=float)
     outcome, m = attempt(

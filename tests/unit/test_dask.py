@@ -1,4 +1,4 @@
-"""``opendp_sketch.dask``: exact sums across partitionings, privacy maps equal to the numpy path,
+"""``opendp_sketch.backends.dask``: exact sums across partitionings, privacy maps equal to the numpy path,
 one-call releases on arrays and DataFrames, bad input refused before any release, a local cluster.
 """
 
@@ -12,8 +12,8 @@ dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
 import opendp_sketch as dps  # noqa: E402
-from opendp_sketch import dask as dsk  # noqa: E402
-from opendp_sketch.domains import box_data_bounds  # noqa: E402
+from opendp_sketch.backends import dask as dsk  # noqa: E402
+from opendp_sketch.backends.domains import box_data_bounds  # noqa: E402
 
 D = 3
 BOX = (-1.0, 2.0)
@@ -98,7 +98,7 @@ def test_dataframe_partitions_and_column_selection(rng):
 @pytest.mark.parametrize("scale", [0.0, 0.3, 5.0])
 def test_privacy_map_equals_numpy_measurement(measure, scale):
     fm = _maps()["rff"]
-    m_dask = dps.make_private_dask_sketch(
+    m_dask = dps.make_private_sketch(
         dsk.dask_box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale
     )
     m_np = dps.make_private_sketch(
@@ -113,7 +113,7 @@ def test_release_matches_release_sketch(budget, rng):
     fm = _maps()["hist"]
     X = _data(rng, 2000)
     X[np.isinf(X)] = 0.0
-    sk = dps.release_dask_sketch(
+    sk = dps.release_sketch(
         da.from_array(X, chunks=(300, D)), fm, BOX, column_names=["u", "v", "w"], contributions=2, **budget
     )
     ref = dps.release_sketch(X, fm, BOX, contributions=2, **budget)
@@ -138,7 +138,7 @@ def test_release_dataframe_and_impute(rng):
         impute=0.5,
     )
     assert list(t(df)) == _numpy_sum(fm, np.where(np.isnan(X), 0.5, X), lo, hi)
-    sk = dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, impute=0.5)
+    sk = dps.release_sketch(df, fm, BOX, epsilon=1.0, impute=0.5)
     assert sk.column_names == ["a", "b", "c"] and sk.privacy["epsilon"] <= 1.0
 
 
@@ -153,7 +153,7 @@ def test_release_is_one_pass(rng, monkeypatch):
         return real(block, config)
 
     monkeypatch.setattr(dsk, "_partition_stats", counting)
-    dps.release_dask_sketch(da.from_array(X, chunks=(60, D)), fm, BOX, epsilon=1.0)
+    dps.release_sketch(da.from_array(X, chunks=(60, D)), fm, BOX, epsilon=1.0)
     assert sorted(calls) == [20, 60, 60, 60]  # each partition summed once, sum and count together
 
 
@@ -167,7 +167,7 @@ def spy_release(monkeypatch):
         built.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(dps.release, "Sketch", spy)  # the one place a Sketch is packed
+    monkeypatch.setattr(dps.measurements, "Sketch", spy)  # the one place a Sketch is packed
     return built
 
 
@@ -176,11 +176,11 @@ def test_nan_in_one_partition_is_refused_before_release(rng, secret, spy_release
     X = np.full((100, D), secret)
     X[57, 1] = np.nan
     with pytest.raises(ValueError, match="NaN") as err:
-        dps.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, epsilon=1.0)
+        dps.release_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, epsilon=1.0)
     assert str(secret) not in str(err.value) and spy_release == []
     X[57, 1] = np.inf
     with pytest.raises(ValueError, match="infinite") as err:
-        dps.release_dask_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, rho=0.5)
+        dps.release_sketch(da.from_array(X, chunks=(25, D)), fm, BOX, rho=0.5)
     assert str(secret) not in str(err.value) and spy_release == []
     # the measurement itself never raises on values (an uncharged error would be an oracle):
     # NaN reads as the lower bound and inf is clipped, exactly as the in-memory clip does
@@ -190,10 +190,10 @@ def test_nan_in_one_partition_is_refused_before_release(rng, secret, spy_release
     lo, hi = np.broadcast_to(BOX[0], (D,)), np.broadcast_to(BOX[1], (D,))
     expected = fm.fixed_sum(np.fmin(np.fmax(X, lo), hi))
     assert np.array_equal(t(da.from_array(X, chunks=(25, D))), expected)
-    m = dps.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
+    m = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 1.0)
     assert spy_release == []
     m(da.from_array(X, chunks=(25, D)))
-    dps.release_dask_sketch(da.from_array(np.zeros((100, D)), chunks=(25, D)), fm, BOX, epsilon=1.0)
+    dps.release_sketch(da.from_array(np.zeros((100, D)), chunks=(25, D)), fm, BOX, epsilon=1.0)
     assert spy_release == [1, 1]  # the spy sees both releases
 
 
@@ -204,20 +204,19 @@ def test_bad_structure_refused(rng, secret, spy_release):
     frame = pd.DataFrame({"a": [secret] * 10, "b": [secret] * 10, "s": ["x"] * 10})
     df = dd.from_pandas(frame, npartitions=2)
     cases = [
-        (lambda: dps.release_dask_sketch(da.zeros((10, D + 1), chunks=5), fm, BOX, epsilon=1.0), "columns"),
-        (lambda: dps.release_dask_sketch(da.zeros((10,), chunks=5), fm, BOX, epsilon=1.0), "2-dimensional"),
-        (lambda: dps.release_dask_sketch(np.zeros((10, D)), fm, BOX, epsilon=1.0), "dask"),
+        (lambda: dps.release_sketch(da.zeros((10, D + 1), chunks=5), fm, BOX, epsilon=1.0), "columns"),
+        (lambda: dps.release_sketch(da.zeros((10,), chunks=5), fm, BOX, epsilon=1.0), "2-dimensional"),
         (
-            lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]),
+            lambda: dps.release_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]),
             "not in the data",
         ),
-        (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
-        (lambda: dps.release_dask_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
+        (lambda: dps.release_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
+        (lambda: dps.release_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
         (
-            lambda: dps.release_dask_sketch(da.zeros((10, D), chunks=5), fm, (1.0, 0.0), epsilon=1.0),
+            lambda: dps.release_sketch(da.zeros((10, D), chunks=5), fm, (1.0, 0.0), epsilon=1.0),
             "lower < upper",
         ),
-        (lambda: dps.release_dask_sketch(da.zeros((10, D), chunks=5), fm, BOX), "exactly one"),
+        (lambda: dps.release_sketch(da.zeros((10, D), chunks=5), fm, BOX), "exactly one"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message) as err:
@@ -242,7 +241,7 @@ def test_constructor_arguments_checked():
     with pytest.raises(ValueError, match="symmetric_distance"):
         dsk.make_dask_feature_sum(dom, dp.insert_delete_distance(), fm)
     with pytest.raises(ValueError, match="output_measure"):
-        dps.make_private_dask_sketch(dom, dp.symmetric_distance(), dp.smoothed_max_divergence(), fm, 1.0)
+        dps.make_private_sketch(dom, dp.symmetric_distance(), dp.smoothed_max_divergence(), fm, 1.0)
 
 
 def test_local_cluster_two_workers(rng):
@@ -264,7 +263,7 @@ def test_local_cluster_two_workers(rng):
             t = dsk.make_dask_feature_sum(dsk.dask_box_domain((lo, hi)), dp.symmetric_distance(), fm)
             assert list(t(Xd)) == _numpy_sum(fm, X, lo, hi)
             Xd = da.where(da.isinf(Xd), 0.0, Xd)
-            sk = dps.release_dask_sketch(Xd, fm, BOX, epsilon=1.0)
+            sk = dps.release_sketch(Xd, fm, BOX, epsilon=1.0)
     assert sk.privacy["epsilon"] <= 1.0 and sk.sum.shape == (fm.num_features,)
 
 
@@ -295,7 +294,7 @@ def _mixed(rng: np.random.Generator, n: int):
 
 def test_schema_table_sum_identical_to_the_in_memory_table_for_every_partitioning(rng):
     dd = pytest.importorskip("dask.dataframe")
-    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+    from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
 
     frame, schema = _mixed(rng, 300)
     fm = dps.auto_feature_map(schema)
@@ -318,7 +317,7 @@ def test_schema_release_matches_release_sketch_in_one_pass(rng, spy_release, bud
         dsk, "_partition_table_stats", lambda block, config: calls.append(1) or real(block, config)
     )
     monkeypatch.setattr(dsk, "_partition_problems", None)  # the separate check pass is not run
-    sk = dps.release_dask_sketch(dd.from_pandas(frame, npartitions=3), schema=schema, **budget)
+    sk = dps.release_sketch(dd.from_pandas(frame, npartitions=3), schema=schema, **budget)
     ref = dps.release_sketch(frame, schema=schema, **budget)
     assert sk.feature_map == ref.feature_map and sk.schema == ref.schema == schema.to_dict()
     assert sk.privacy == ref.privacy and sk.noise == ref.noise and spy_release == [1, 1]
@@ -340,7 +339,7 @@ def test_schema_release_chooses_a_tree_in_two_passes_after_the_check(rng, monkey
         return real(block, config)
 
     monkeypatch.setattr(dsk, "_partition_table_stats", counted)
-    sk = dps.release_dask_sketch(dd.from_pandas(frame, npartitions=4), schema=schema, epsilon=1.0)
+    sk = dps.release_sketch(dd.from_pandas(frame, npartitions=4), schema=schema, epsilon=1.0)
     tree = sk.privacy["pair_selection"]["pairs"]
     assert len(tree) == 5 and sk.privacy["epsilon"] <= 1.0 and len(passes) == 8  # candidates, release
     assert sum(sorted(p) in ([0, 3], [1, 4], [2, 5]) for p in tree) >= 2
@@ -367,12 +366,12 @@ def test_schema_refusals_before_any_release(secret, spy_release):
     ]
     for df, message in cases:
         with pytest.raises(ValueError, match=message) as err:
-            dps.release_dask_sketch(df, schema=schema, epsilon=1.0)
+            dps.release_sketch(df, schema=schema, epsilon=1.0)
         assert str(secret) not in str(err.value)
     with pytest.raises(ValueError, match="dask.dataframe.DataFrame"):
-        dps.release_dask_sketch(da.zeros((10, 2), chunks=5), schema=schema, epsilon=1.0)
+        dps.release_sketch(da.zeros((10, 2), chunks=5), schema=schema, epsilon=1.0)
     with pytest.raises(ValueError, match="drop bounds="):
-        dps.release_dask_sketch(cases[0][0], bounds=(0, 1), schema=schema, epsilon=1.0)
+        dps.release_sketch(cases[0][0], bounds=(0, 1), schema=schema, epsilon=1.0)
     assert spy_release == []
 
 
@@ -382,10 +381,8 @@ def test_schema_release_with_a_map_of_the_users_choice(rng):
     dd = pytest.importorskip("dask.dataframe")
     frame, schema = _mixed(rng, 2000)
     fm = dps.Histogram(bounds=schema.bounds, bins=4)
-    sk = dps.release_dask_sketch(dd.from_pandas(frame, npartitions=2), fm, schema=schema, epsilon=1.0)
+    sk = dps.release_sketch(dd.from_pandas(frame, npartitions=2), fm, schema=schema, epsilon=1.0)
     ref = dps.release_sketch(frame, fm, schema=schema, epsilon=1.0)
     assert sk.feature_map == fm and sk.schema == schema.to_dict() and sk.privacy == ref.privacy
     with pytest.raises(ValueError, match="fine_bins shapes the automatic map"):
-        dps.release_dask_sketch(
-            dd.from_pandas(frame, npartitions=2), fm, schema=schema, epsilon=1.0, fine_bins=16
-        )
+        dps.release_sketch(dd.from_pandas(frame, npartitions=2), fm, schema=schema, epsilon=1.0, fine_bins=16)

@@ -1,4 +1,4 @@
-"""``opendp_sketch.domains``: the box domain's descriptor, identifier and membership (adversarial
+"""``opendp_sketch.backends.domains``: the box domain's descriptor, identifier and membership (adversarial
 rows included), the descriptors' lookups and refusals, a table domain's encoded box, ByClass data
 bounds, and the public NaN fill of the cluster descriptors."""
 
@@ -12,7 +12,7 @@ import opendp.prelude as dp
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.domains import (
+from opendp_sketch.backends.domains import (
     BoxDescriptor,
     DaskBoxDomain,
     NPArray2BoxDomain,
@@ -23,7 +23,7 @@ from opendp_sketch.domains import (
     descriptor_of,
     table_descriptor,
 )
-from opendp_sketch.tables import table_domain
+from opendp_sketch.backends.tables import table_domain
 
 LO, HI = np.array([0.0, -2.0]), np.array([1.0, 5.0])
 
@@ -177,7 +177,7 @@ def test_table_descriptor_is_the_schemas_encoded_box() -> None:
 
 
 def test_table_descriptor_of_a_backend_kind() -> None:
-    from opendp_sketch.domains import DaskTableDomain, SparkTableDomain
+    from opendp_sketch.backends.domains import DaskTableDomain, SparkTableDomain
 
     for kind in (DaskTableDomain, SparkTableDomain):
         desc = table_descriptor(SCHEMA, kind)

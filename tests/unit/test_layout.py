@@ -69,5 +69,19 @@ def test_the_import_graph_has_no_cycle():
 
 def test_the_checks_see_the_release_layer():
     graph, _ = _imports()
-    assert f"{PACKAGE}.release" in graph[f"{PACKAGE}.context"]
-    assert f"{PACKAGE}.release" not in graph[f"{PACKAGE}.spark"]
+    assert f"{PACKAGE}.measurements" in graph[f"{PACKAGE}.context"]
+    assert f"{PACKAGE}.measurements" in graph[f"{PACKAGE}.release"]
+    # backends never import the release layer, and estimators never import the noise step
+    for name, targets in graph.items():
+        if name.startswith((f"{PACKAGE}.backends", f"{PACKAGE}.estimators")):
+            assert not targets & {f"{PACKAGE}.release", f"{PACKAGE}.measurements", f"{PACKAGE}.adaptive"}, (
+                name
+            )
+
+
+def test_no_string_names_a_backend_in_the_release_path():
+    """The release path dispatches through the backend registry, never on a backend's name."""
+    for module in ("release", "measurements", "adaptive", "context", "session"):
+        text = (ROOT / f"{module}.py").read_text(encoding="utf-8")
+        for name in ('"spark"', '"dask"', "'spark'", "'dask'", "isinstance(desc, SparkTableDomain)"):
+            assert name not in text, (module, name)

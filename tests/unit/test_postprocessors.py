@@ -71,7 +71,7 @@ def test_a_failing_estimate_is_flagged_and_still_charged(X):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning escaping the post-processor fails the test
         out = ctx.query().private_sketch(fm).m2m("cdf", query_args=("zzz", [0.5]), n_samples=500).release()
-    assert isinstance(out, dps.FailedEstimate) and not out and "zzz" in out.reason
+    assert isinstance(out, dps.postprocessors.FailedEstimate) and not out and "zzz" in out.reason
     assert len(ctx.remaining_privacy_loss()) == 1  # the failed query was charged
     cdf = ctx.query().private_sketch(fm).m2m("cdf", query_args=("x1", [0.5]), n_samples=2000).release()
     assert cdf.shape == (1,)

@@ -11,7 +11,7 @@ import pytest
 
 import opendp_sketch as dps
 from opendp_sketch._fixed import quantize_rows
-from opendp_sketch.domains import box_domain
+from opendp_sketch.backends.domains import box_domain
 from opendp_sketch.projections import JLProjection, _round_rows, make_jl_projection, then_jl_projection
 
 SYM = dp.symmetric_distance()

@@ -525,8 +525,8 @@ def test_make_private_sketch_wrong_output_measure(box2, hist2d, measure):
     ids=["array2_domain", "vector_domain"],
 )
 def test_make_private_sketch_wrong_input_domain(hist2d, domain):
-    message = f"input_domain ({domain}) must be a box_domain (see opendp_sketch.box_domain)"
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+    message = f"input_domain ({domain}) must be one of the sketch domains: box_domain (numpy)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
         dps.make_private_sketch(domain, dp.symmetric_distance(), dp.max_divergence(), hist2d, 1.0)
 
 
@@ -622,7 +622,7 @@ def test_an_impute_value_outside_the_public_range_is_refused():
     ):
         dps.release_sketch(X, fm, (950.0, 1060.0), epsilon=1.0, impute=0)
     with pytest.raises(ValueError, match="must lie inside the public bounds"):
-        dps.frame_box_domain((950.0, 1060.0), ["p"], impute=0)
+        dps.backends.streaming.frame_box_domain((950.0, 1060.0), ["p"], impute=0)
     assert isinstance(dps.release_sketch(X, fm, (950.0, 1060.0), epsilon=1.0, impute=1000.0), dps.Sketch)
 
 
@@ -656,7 +656,7 @@ MIXED = {"x": (0, 10), "y": (0, 10), "c": ["a", "b", "c"]}
 
 @pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"epsilon": 1.0, "delta": 1e-6}, {"rho": 0.5}])
 def test_without_rows_a_noisy_count_plans_the_map_within_the_budget(budget):
-    from opendp_sketch.release import DEFAULT_ROWS_FRACTION
+    from opendp_sketch.adaptive import DEFAULT_ROWS_FRACTION
 
     table = _mixed_table()
     sk = dps.release_sketch(table, schema=dps.Schema(MIXED), **budget)
@@ -697,8 +697,9 @@ def test_the_row_count_is_a_noisy_count_of_the_rows_at_its_share():
     """The count's noise: OpenDP's discrete Laplace at scale Δ/(ε·share), d_in = 1."""
     import opendp.prelude as dp
 
-    from opendp_sketch.release import Budget, make_row_estimated_sketch
-    from opendp_sketch.tables import table_domain
+    from opendp_sketch.adaptive import make_row_estimated_sketch
+    from opendp_sketch.backends.tables import table_domain
+    from opendp_sketch.budget import Budget
 
     schema = dps.Schema(MIXED)
     m = make_row_estimated_sketch(
@@ -716,8 +717,9 @@ def test_a_selection_with_99_rounds_stays_within_its_budget():
     (100 columns) the share left to the release must shrink by tens of ulps, or the release's
     loss exceeds its budget and the default release of a 100-column table raised inside the
     measurement ("insufficient budget for query: 0.9700000000000026 > 0.97")."""
+    from opendp_sketch.adaptive import make_spanning_sketch
+    from opendp_sketch.budget import Budget
     from opendp_sketch.features.marginals import Marginals
-    from opendp_sketch.release import Budget, make_spanning_sketch
 
     d = 100
     fm = Marginals.auto(([0.0] * d, [1.0] * d), fine_bins=2, coarse_bins=2)

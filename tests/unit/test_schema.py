@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import opendp_sketch as dps
-from opendp_sketch.tables import as_frame
+from opendp_sketch.backends.tables import as_frame
 
 SCHEMA = dps.Schema(
     {
@@ -196,7 +196,7 @@ def test_every_input_kind_releases_the_same_exact_sum(people, kind, tmp_path):
     import pyarrow as pa
     import pyarrow.dataset as pads
 
-    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+    from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
 
     numeric = dps.Schema({"age": (18, 90), "income": (0, 200_000)})
     frame = people.select("age", "income") if kind == "numpy" else people
@@ -320,7 +320,7 @@ def test_row_estimate_round_trips_and_is_checked(tmp_path):
 
 
 def test_pairs_follow_the_public_row_estimate_and_budget():
-    from opendp_sketch.release import AUTO_PAIR_SNR, auto_marginals
+    from opendp_sketch.plan import AUTO_PAIR_SNR, auto_marginals
 
     box = ([0.0] * 6, [1.0] * 6)
 
@@ -356,7 +356,7 @@ def test_automatic_pairs_are_a_composite_whose_one_way_cells_see_less_noise():
     cells are finer than the pairs' is measured at two levels: its 16 coarse cells at weight 4,
     its fine cells at 1. So Δ₁ = 5·d + pairs, Δ₂² = 17·d + pairs for d numeric columns; the pair
     rule reads the map at weight 2 (it keeps a pair only where the plain map would)."""
-    from opendp_sketch.release import (
+    from opendp_sketch.plan import (
         AUTO_ONE_WAY_WEIGHT,
         AUTO_TREE_EXTRA_WEIGHT,
         AUTO_TREE_FINE_WEIGHT,
@@ -393,7 +393,7 @@ def test_a_heavier_one_way_weight_keeps_the_pairs_of_weight_two():
     """The pair rule reads the map at 1-way weight min(a, 2): a = 3 or 6 moves budget to the
     1-way cells without dropping pairs weight 2 keeps (reading the heavier map's noise dropped
     movies' pairs at ε = 1)."""
-    from opendp_sketch.release import auto_marginals
+    from opendp_sketch.plan import auto_marginals
 
     def pairs(fm):
         return [b.subset for b in fm.maps[-1].blocks] if isinstance(fm, dps.Composite) else []
@@ -429,7 +429,7 @@ def test_one_way_bins_follow_the_row_estimate_and_the_budget():
     ``fine_bins`` is kept."""
     import math
 
-    from opendp_sketch.release import AUTO_FINE_SNR, DEFAULT_COUNT_FRACTION, auto_marginals
+    from opendp_sketch.plan import AUTO_FINE_SNR, DEFAULT_COUNT_FRACTION, auto_marginals
 
     def one_way(fm):
         return {b.shape for m in getattr(fm, "maps", [fm]) for b in m.blocks if len(b.subset) == 1}

@@ -18,9 +18,9 @@ import polars as pl
 import pytest
 
 import opendp_sketch as dps
+from opendp_sketch.backends.tables import encode_rows, make_table_sum_and_count, table_domain
 from opendp_sketch.plan import auto_feature_map, schema_blocks
 from opendp_sketch.schema import Date, Datetime, Schema, schema_draft
-from opendp_sketch.tables import encode_rows, make_table_sum_and_count, table_domain
 
 dp.enable_features("contrib", "honest-but-curious")
 

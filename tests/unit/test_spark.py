@@ -1,4 +1,4 @@
-"""``opendp_sketch.spark``: exact sums identical to the in-memory path for every registered map
+"""``opendp_sketch.backends.spark``: exact sums identical to the in-memory path for every registered map
 and partitioning, privacy maps equal to the numpy path, one-call releases (one Spark job), bad
 input refused on the driver before any release; on a local Spark (``local[2]``).
 """
@@ -37,8 +37,8 @@ if _java_major() < 17:
     pytest.skip("PySpark 4 needs a Java 17+ runtime on PATH", allow_module_level=True)
 
 import opendp_sketch as dps  # noqa: E402
-from opendp_sketch.domains import box_data_bounds  # noqa: E402
-from opendp_sketch.transformations import pair_parts  # noqa: E402
+from opendp_sketch.backends.domains import box_data_bounds  # noqa: E402
+from opendp_sketch.backends.memory import pair_parts  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
@@ -113,8 +113,10 @@ def _in_memory_sum(fm: dps.FeatureMap, X: np.ndarray, p: int = 1) -> list[int]:
 
 
 def _pair(fm: dps.FeatureMap, **kwargs) -> dp.Transformation:
-    dom = dps.spark_box_domain(box_data_bounds(BOX, fm), NAMES, nan=bool(kwargs.get("impute") is not None))
-    return dps.make_spark_sum_and_count(dom, dp.symmetric_distance(), fm, **kwargs)
+    dom = dps.backends.spark.spark_box_domain(
+        box_data_bounds(BOX, fm), NAMES, nan=bool(kwargs.get("impute") is not None)
+    )
+    return dps.backends.spark.make_spark_sum_and_count(dom, dp.symmetric_distance(), fm, **kwargs)
 
 
 def test_every_registered_map_is_covered():
@@ -151,8 +153,8 @@ def test_feature_sum_matches_make_feature_sum(spark, p, rng):
     fm = _maps()["RFF"]
     X = _data(rng)
     lo, hi = box_data_bounds(BOX, fm)
-    t_spark = dps.make_spark_feature_sum(
-        dps.spark_box_domain((lo, hi), NAMES), dp.symmetric_distance(), fm, p=p
+    t_spark = dps.backends.spark.make_spark_feature_sum(
+        dps.backends.spark.spark_box_domain((lo, hi), NAMES), dp.symmetric_distance(), fm, p=p
     )
     t_np = dps.make_feature_sum(dps.box_domain((lo, hi)), dp.symmetric_distance(), fm, p=p, fixed_point=True)
     assert list(t_spark(_frame(spark, X, 2))) == _in_memory_sum(fm, X, p)
@@ -182,8 +184,8 @@ def test_null_nan_and_inf_never_raise_and_follow_the_public_rule(spark, rng):
 @pytest.mark.parametrize("scale", [0.0, 0.3, 5.0])
 def test_privacy_map_equals_numpy_measurement(measure, scale):
     fm = _maps()["RFF"]
-    m_spark = dps.make_private_spark_sketch(
-        dps.spark_box_domain(BOX, NAMES), dp.symmetric_distance(), measure, fm, scale
+    m_spark = dps.make_private_sketch(
+        dps.backends.spark.spark_box_domain(BOX, NAMES), dp.symmetric_distance(), measure, fm, scale
     )
     m_np = dps.make_private_sketch(
         dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), measure, fm, scale
@@ -202,7 +204,7 @@ def spy_release(monkeypatch):
         built.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(dps.release, "Sketch", spy)
+    monkeypatch.setattr(dps.measurements, "Sketch", spy)
     return built
 
 
@@ -226,7 +228,7 @@ def test_release_matches_release_sketch_in_one_job(spark, budget, rng, jobs, spy
         raise AssertionError("the feature map must travel as JSON, not pickled")
 
     monkeypatch.setattr(type(fm), "__reduce_ex__", refuse_pickle)
-    sk = dps.release_spark_sketch(df, fm, BOX, contributions=2, **budget)
+    sk = dps.release_sketch(df, fm, BOX, contributions=2, **budget)
     ref = dps.release_sketch(X, fm, BOX, contributions=2, **budget)
     assert isinstance(sk, dps.Sketch) and sk.column_names == ["u", "v", "w"]
     assert sk.privacy == ref.privacy and sk.noise == ref.noise and sk.bounds == ref.bounds
@@ -259,12 +261,16 @@ def test_release_selects_and_casts_columns(spark, rng, jobs):
     df = spark.createDataFrame(rows, schema)
     names = ["x.y", "k", "flag"]
     expected = fm.fixed_sum(X)
-    t = dps.make_spark_feature_sum(dps.spark_box_domain((0.0, 4.0), names), dp.symmetric_distance(), fm)
+    t = dps.backends.spark.make_spark_feature_sum(
+        dps.backends.spark.spark_box_domain((0.0, 4.0), names), dp.symmetric_distance(), fm
+    )
     assert list(t(df)) == expected  # a dot in a name is part of the name
     dec = dps.Histogram(bounds=(0.0, 4.0), bins=4, dim=1)
-    t = dps.make_spark_feature_sum(dps.spark_box_domain((0.0, 4.0), ["dec"]), dp.symmetric_distance(), dec)
+    t = dps.backends.spark.make_spark_feature_sum(
+        dps.backends.spark.spark_box_domain((0.0, 4.0), ["dec"]), dp.symmetric_distance(), dec
+    )
     assert list(t(df)) == dec.fixed_sum(np.full((50, 1), 1.25))
-    sk = dps.release_spark_sketch(df, fm, (0.0, 4.0), epsilon=1.0, column_names=names)
+    sk = dps.release_sketch(df, fm, (0.0, 4.0), epsilon=1.0, column_names=names)
     assert sk.column_names == names and jobs() == 3
 
 
@@ -279,14 +285,14 @@ def test_null_nan_inf_and_empty_refused_before_release(spark, rng, secret, spy_r
     ]
     for df, message in cases:
         with pytest.raises(ValueError, match=message) as err:
-            dps.release_spark_sketch(df, fm, BOX, epsilon=1.0)
+            dps.release_sketch(df, fm, BOX, epsilon=1.0)
         assert str(secret) not in str(err.value)
     assert spy_release == []
     # impute admits null and NaN, not inf
-    sk = dps.release_spark_sketch(cases[0][0].union(cases[1][0]), fm, BOX, rho=0.5, impute=0.0)
+    sk = dps.release_sketch(cases[0][0].union(cases[1][0]), fm, BOX, rho=0.5, impute=0.0)
     assert sk.privacy["rho"] <= 0.5 and spy_release == [1]
     with pytest.raises(ValueError, match="infinite"):
-        dps.release_spark_sketch(cases[2][0], fm, BOX, epsilon=1.0, impute=0.0)
+        dps.release_sketch(cases[2][0], fm, BOX, epsilon=1.0, impute=0.0)
     assert spy_release == [1]
 
 
@@ -295,28 +301,27 @@ def test_bad_structure_refused_from_the_schema(spark, secret, jobs, spy_release)
     df = spark.createDataFrame([(secret, secret, secret, "x")], "a double, b double, c double, s string")
     twice = df.select("a", "b", df["c"].alias("a"))
     cases = [
-        (lambda: dps.release_spark_sketch(np.zeros((10, D)), fm, BOX, epsilon=1.0), "pyspark.sql.DataFrame"),
         (
-            lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]),
+            lambda: dps.release_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "zz"]),
             "not in the data",
         ),
-        (lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
-        (lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
-        (lambda: dps.release_spark_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b"]), "expects 3"),
-        (lambda: dps.release_spark_sketch(twice, fm, BOX, epsilon=1.0), "more than once"),
-        (lambda: dps.release_spark_sketch(df.drop("s"), fm, (1.0, 0.0), epsilon=1.0), "lower < upper"),
-        (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX), "exactly one"),
-        (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=-1.0), "epsilon"),
-        (lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, impute=np.nan), "impute"),
+        (lambda: dps.release_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b", "s"]), "numeric"),
+        (lambda: dps.release_sketch(df, fm, BOX, epsilon=1.0), "numeric"),
+        (lambda: dps.release_sketch(df, fm, BOX, epsilon=1.0, column_names=["a", "b"]), "expects 3"),
+        (lambda: dps.release_sketch(twice, fm, BOX, epsilon=1.0), "more than once"),
+        (lambda: dps.release_sketch(df.drop("s"), fm, (1.0, 0.0), epsilon=1.0), "lower < upper"),
+        (lambda: dps.release_sketch(df.drop("s"), fm, BOX), "exactly one"),
+        (lambda: dps.release_sketch(df.drop("s"), fm, BOX, epsilon=-1.0), "epsilon"),
+        (lambda: dps.release_sketch(df.drop("s"), fm, BOX, epsilon=1.0, impute=np.nan), "impute"),
         (
-            lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, contributions=0),
+            lambda: dps.release_sketch(df.drop("s"), fm, BOX, epsilon=1.0, contributions=0),
             "contributions",
         ),
         (
-            lambda: dps.release_spark_sketch(df.drop("s"), fm, BOX, epsilon=1.0, count_fraction=1.0),
+            lambda: dps.release_sketch(df.drop("s"), fm, BOX, epsilon=1.0, count_fraction=1.0),
             "count_fraction",
         ),
-        (lambda: dps.release_spark_sketch(df.drop("s"), "fm", BOX, epsilon=1.0), "feature map"),
+        (lambda: dps.release_sketch(df.drop("s"), "fm", BOX, epsilon=1.0), "feature map"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message) as err:
@@ -327,43 +332,49 @@ def test_bad_structure_refused_from_the_schema(spark, secret, jobs, spy_release)
 
 def test_domain_membership_and_constructor_arguments(spark):
     fm = _maps()["Histogram"]
-    dom = dps.spark_box_domain(BOX, NAMES)
+    dom = dps.backends.spark.spark_box_domain(BOX, NAMES)
     df = spark.createDataFrame([(0.1, 1, True, "x")], "a double, b long, c boolean, s string")
     assert dom.member(df) and not dom.member(df.drop("c")) and not dom.member(np.zeros((1, D)))
-    assert not dps.spark_box_domain(BOX, ["a", "s", "c"]).member(df)
+    assert not dps.backends.spark.spark_box_domain(BOX, ["a", "s", "c"]).member(df)
     assert dom.descriptor.column_names == tuple(NAMES) and dom.descriptor.num_columns == D
     with pytest.raises(ValueError, match="distinct"):
-        dps.spark_box_domain(BOX, ["a", "a", "c"])
+        dps.backends.spark.spark_box_domain(BOX, ["a", "a", "c"])
     with pytest.raises(ValueError, match="list of column names"):
-        dps.spark_box_domain(BOX, "abc")
+        dps.backends.spark.spark_box_domain(BOX, "abc")
     with pytest.raises(ValueError, match="spark_box_domain"):
-        dps.make_spark_feature_sum(dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), fm)
+        dps.backends.spark.make_spark_feature_sum(
+            dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), fm
+        )
     with pytest.raises(ValueError, match="expects"):
-        dps.make_spark_feature_sum(dps.spark_box_domain(BOX, ["a", "b"]), dp.symmetric_distance(), fm)
+        dps.backends.spark.make_spark_feature_sum(
+            dps.backends.spark.spark_box_domain(BOX, ["a", "b"]), dp.symmetric_distance(), fm
+        )
     with pytest.raises(ValueError, match="permits NaN"):
-        dps.make_spark_feature_sum(dps.spark_box_domain(BOX, NAMES, nan=True), dp.symmetric_distance(), fm)
+        dps.backends.spark.make_spark_feature_sum(
+            dps.backends.spark.spark_box_domain(BOX, NAMES, nan=True), dp.symmetric_distance(), fm
+        )
     with pytest.raises(ValueError, match="impute"):
-        dps.make_spark_feature_sum(dom, dp.symmetric_distance(), fm, impute=[0.0, 1.0])
+        dps.backends.spark.make_spark_feature_sum(dom, dp.symmetric_distance(), fm, impute=[0.0, 1.0])
     with pytest.raises(ValueError, match="symmetric_distance"):
-        dps.make_spark_feature_sum(dom, dp.insert_delete_distance(), fm)
+        dps.backends.spark.make_spark_feature_sum(dom, dp.insert_delete_distance(), fm)
     with pytest.raises(ValueError, match="n_jobs"):
-        dps.make_spark_feature_sum(dom, dp.symmetric_distance(), fm, n_jobs=0)
+        dps.backends.spark.make_spark_feature_sum(dom, dp.symmetric_distance(), fm, n_jobs=0)
     with pytest.raises(ValueError, match="p "):
-        dps.make_spark_feature_sum(dom, dp.symmetric_distance(), fm, p=3)
+        dps.backends.spark.make_spark_feature_sum(dom, dp.symmetric_distance(), fm, p=3)
     with pytest.raises(ValueError, match="output_measure"):
-        dps.make_private_spark_sketch(dom, dp.symmetric_distance(), dp.smoothed_max_divergence(), fm, 1.0)
+        dps.make_private_sketch(dom, dp.symmetric_distance(), dp.smoothed_max_divergence(), fm, 1.0)
 
 
 def test_measurement_runs_on_spark_and_in_a_chain(spark, rng):
     fm = _maps()["ByClass"]
     lo, hi = box_data_bounds(BOX, fm)
     dps.release_sketch(np.clip(_data(rng), lo, hi), fm, BOX, epsilon=1.0)  # the map now caches OpenDP objects
-    dom = dps.spark_box_domain((lo, hi), NAMES)
-    m = dps.make_private_spark_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 2.0)
+    dom = dps.backends.spark.spark_box_domain((lo, hi), NAMES)
+    m = dps.make_private_sketch(dom, dp.symmetric_distance(), dp.max_divergence(), fm, 2.0)
     sk = m(_frame(spark, _data(rng), 2))
     assert isinstance(sk, dps.Sketch) and sk.sum.shape == (fm.num_features,) and sk.column_names == NAMES
     assert sk.privacy["loss"] == m.map(1)
-    t = dps.make_spark_sum_and_count(dom, dp.symmetric_distance(), fm)
+    t = dps.backends.spark.make_spark_sum_and_count(dom, dp.symmetric_distance(), fm)
     assert (t >> pair_parts(t, fm, 1)[1])(_frame(spark, _data(rng, 77), 2)) == 77
 
 
@@ -401,8 +412,8 @@ _MIXED_DDL = "age long, income double, cut string, member boolean"
 def test_schema_table_sum_identical_to_the_in_memory_table_for_every_partitioning(spark, rng, monkeypatch):
     import polars as pl
 
-    from opendp_sketch.spark import make_spark_table_sum_and_count, spark_table_domain
-    from opendp_sketch.tables import make_table_sum_and_count, table_domain
+    from opendp_sketch.backends.spark import make_spark_table_sum_and_count, spark_table_domain
+    from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
 
     schema = _mixed_schema()
     rows = _mixed_rows(rng, 300)
@@ -432,7 +443,7 @@ def test_schema_release_matches_release_sketch(spark, rng, jobs, spy_release, bu
     rows = _mixed_rows(rng, 3000)
     frame = pl.DataFrame(rows, schema=["age", "income", "cut", "member"], orient="row")
     df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), _MIXED_DDL)
-    sk = dps.release_spark_sketch(df, schema=schema, pair_selection=None, **budget)
+    sk = dps.release_sketch(df, schema=schema, pair_selection=None, **budget)
     ref = dps.release_sketch(frame, schema=schema, pair_selection=None, **budget)
     assert sk.feature_map == ref.feature_map and sk.schema == ref.schema == schema.to_dict()
     assert sk.privacy == ref.privacy and sk.noise == ref.noise and sk.column_names == ref.column_names
@@ -452,7 +463,7 @@ def test_schema_release_chooses_a_tree_on_the_cluster(spark, rng, jobs):
     X = np.column_stack([x, 1 - x])
     ddl = ", ".join(f"x{j} double" for j in range(6))
     df = spark.createDataFrame([tuple(map(float, r)) for r in X], ddl)
-    sk = dps.release_spark_sketch(df, schema=schema, epsilon=1.0)
+    sk = dps.release_sketch(df, schema=schema, epsilon=1.0)
     tree = sk.privacy["pair_selection"]["pairs"]
     assert len(tree) == 5 and sk.privacy["epsilon"] <= 1.0
     assert sum(sorted(p) in ([0, 3], [1, 4], [2, 5]) for p in tree) >= 2  # the dependent pairs stand out
@@ -475,13 +486,13 @@ def test_schema_refusals_on_the_driver_before_any_release(spark, secret, spy_rel
     ]
     for df, message in cases:
         with pytest.raises(ValueError, match=message) as err:
-            dps.release_spark_sketch(df, schema=schema, epsilon=1.0)
+            dps.release_sketch(df, schema=schema, epsilon=1.0)
         assert str(secret) not in str(err.value)
     assert spy_release == []
     with pytest.raises(ValueError, match="drop bounds="):
-        dps.release_spark_sketch(cases[0][0], bounds=(0, 1), schema=schema, epsilon=1.0)
+        dps.release_sketch(cases[0][0], bounds=(0, 1), schema=schema, epsilon=1.0)
     with pytest.raises(ValueError, match="shape the automatic map of a schema"):
-        dps.release_spark_sketch(cases[0][0], _maps()["Histogram"], BOX, epsilon=1.0, fine_bins=16)
+        dps.release_sketch(cases[0][0], _maps()["Histogram"], BOX, epsilon=1.0, fine_bins=16)
     assert spy_release == []
 
 
@@ -493,7 +504,7 @@ def test_schema_release_with_a_map_of_the_users_choice(spark, rng, jobs):
     frame = pl.DataFrame(rows, schema=["age", "income", "cut", "member"], orient="row")
     fm = dps.Histogram(bounds=schema.bounds, bins=4)
     df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), _MIXED_DDL)
-    sk = dps.release_spark_sketch(df, fm, schema=schema, epsilon=1.0)
+    sk = dps.release_sketch(df, fm, schema=schema, epsilon=1.0)
     ref = dps.release_sketch(frame, fm, schema=schema, epsilon=1.0)
     assert sk.feature_map == fm and sk.schema == schema.to_dict() and sk.privacy == ref.privacy
     assert jobs() == 1
@@ -508,10 +519,24 @@ def test_a_local_session_whose_workers_run_another_python_is_refused_naming_pysp
     frame = spark.createDataFrame([(0.5, 0.5)], "x0 double, x1 double")
     monkeypatch.setattr(spark.sparkContext, "pythonExec", "/usr/bin/env")  # another executable
     with pytest.raises(ValueError, match=r"PYSPARK_PYTHON=.*before the\s+SparkSession is created"):
-        dps.release_spark_sketch(
-            frame, dps.Histogram(bounds=(0, 1), bins=2, dim=2), bounds=(0, 1), epsilon=1.0
-        )
+        dps.release_sketch(frame, dps.Histogram(bounds=(0, 1), bins=2, dim=2), bounds=(0, 1), epsilon=1.0)
     monkeypatch.setattr(spark.sparkContext, "pythonExec", sys.executable)
-    assert dps.release_spark_sketch(
-        frame, dps.Histogram(bounds=(0, 1), bins=2, dim=2), bounds=(0, 1), epsilon=1.0
-    )
+    assert dps.release_sketch(frame, dps.Histogram(bounds=(0, 1), bins=2, dim=2), bounds=(0, 1), epsilon=1.0)
+
+
+def test_one_map_gives_the_same_exact_pair_on_spark_as_on_numpy(spark):
+    """The Spark leg of ``test_backends``' check: one dispatch, the same exact pair, for a box
+    domain and for a table under a schema (whose encoded bins are the same bins)."""
+    from opendp_sketch.backends import make_sum_and_count
+    from opendp_sketch.backends.spark import spark_box_domain, spark_table_domain
+
+    X = np.random.default_rng(5).uniform(-1.0, 2.0, size=(300, D))
+    fm = dps.Histogram(bounds=BOX, bins=4, dim=D)
+    expected = make_sum_and_count(dps.box_domain(BOX, num_columns=D), dp.symmetric_distance(), fm)(X)
+    df = _frame(spark, X, partitions=3)
+    got = make_sum_and_count(spark_box_domain(BOX, NAMES), dp.symmetric_distance(), fm)(df)
+    assert got[1] == expected[1] and np.array_equal(got[0], expected[0])
+    schema = dps.Schema({c: dps.Numeric(*BOX) for c in NAMES})
+    encoded = dps.Histogram(bounds=schema.bounds, bins=4)
+    got = make_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), encoded)(df)
+    assert got[1] == expected[1] and np.array_equal(got[0], expected[0])

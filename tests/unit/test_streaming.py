@@ -9,7 +9,12 @@ import polars as pl
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.streaming import frame_box_domain, make_frame_feature_sum, make_frame_row_count, scan
+from opendp_sketch.backends.streaming import (
+    frame_box_domain,
+    make_frame_feature_sum,
+    make_frame_row_count,
+    scan,
+)
 
 MAPS = {
     "rff": lambda: dps.RFF(dim=3, num_features=32, bandwidth=0.5, seed=1),
@@ -187,7 +192,7 @@ def test_context_release_checks_columns_before_anything(data):
         dps.release_sketch_in_context(ctx, fm, bounds=(0, 1), column_names=["a", "b"])
     assert ctx.remaining_privacy_loss() == [1.0]  # nothing was spent
     with pytest.raises(ValueError, match="LazyFrame domain"):
-        dps.make_lazyframe_to_frame_box(
+        dps.backends.streaming.make_lazyframe_to_frame_box(
             dps.box_domain((0, 1), 3), dp.symmetric_distance(), (0, 1), ["a", "b", "c"]
         )
 
@@ -217,7 +222,7 @@ def test_progress_reports_every_streamed_row_once(data):
 
 @pytest.mark.parametrize("batch_rows", [7, 1000])
 def test_parquet_with_large_row_groups_streams_in_small_batches_to_the_same_sum(batch_rows, data, tmp_path):
-    from opendp_sketch.streaming import scan_parquet_bounded
+    from opendp_sketch.backends.streaming import scan_parquet_bounded
 
     path = tmp_path / "groups.parquet"
     X = data[:2000]

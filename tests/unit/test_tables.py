@@ -1,4 +1,4 @@
-"""``opendp_sketch.tables``: the table domain (identifier, membership by kind), the table backend
+"""``opendp_sketch.backends.tables``: the table domain (identifier, membership by kind), the table backend
 ``make_table_sum_and_count`` (refusals, stabilities, batching, missing columns, adversarial
 neighbours: None, NaN, ±inf, huge numbers, malformed text and bytes), ``as_frame``'s refusals
 and ``encode_rows``' values and refusals. Every input kind's exact sum is checked in
@@ -19,9 +19,15 @@ import polars as pl
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.tables import as_frame, encode_rows, iso_text, make_table_sum_and_count, table_domain
+from opendp_sketch.backends.memory import pair_parts
+from opendp_sketch.backends.tables import (
+    as_frame,
+    encode_rows,
+    iso_text,
+    make_table_sum_and_count,
+    table_domain,
+)
 from opendp_sketch.testing import assert_within_sensitivity
-from opendp_sketch.transformations import pair_parts
 
 SYM = dp.symmetric_distance()
 SCHEMA = dps.Schema({"age": (18, 90), "cut": ["Fair", "Good", "Ideal"]})

@@ -1,4 +1,4 @@
-"""``opendp_sketch.transformations``: the box clip, the exact sums and counts and their stated
+"""``opendp_sketch.backends.memory``: the box clip, the exact sums and counts and their stated
 stabilities, each constructor's refusals, and the neighbouring-dataset behaviour of the numpy
 backend's pair ``(Σq, n)`` (``make_sum_and_count``, ``make_clamped_sum_and_count``) on adversarial
 rows. ``make_feature_sum``'s stated sensitivity per map is in ``tests/privacy/test_sensitivity.py``."""
@@ -14,8 +14,7 @@ import opendp.prelude as dp
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.testing import adversarial_rows, assert_within_sensitivity
-from opendp_sketch.transformations import (
+from opendp_sketch.backends.memory import (
     I64_MAX,
     count_transformation,
     integer_sum_transformation,
@@ -29,6 +28,7 @@ from opendp_sketch.transformations import (
     then_box_clip,
     then_feature_sum,
 )
+from opendp_sketch.testing import adversarial_rows, assert_within_sensitivity
 
 SYM = dp.symmetric_distance()
 LO, HI = np.array([0.0, -1.0]), np.array([1.0, 3.0])

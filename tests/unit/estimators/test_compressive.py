@@ -33,7 +33,7 @@ def _match(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def test_dirac_atoms_recover_point_masses_exactly():
-    fm = dps.compressive_feature_map(BOX, k=3)
+    fm = dps.estimators.compressive_feature_map(BOX, k=3)
     X = np.repeat(CENTRES, [300, 500, 200], axis=0)
     km = dps.CompressiveKMeans(3).fit(_exact(fm, X))
     assert _match(km.cluster_centers_, CENTRES) < 1e-3
@@ -45,14 +45,14 @@ def test_dirac_atoms_recover_point_masses_exactly():
 
 def test_kmeans_on_spread_clusters_is_near_the_true_means():
     X = _mixture(20_000, 0.7)
-    km = dps.CompressiveKMeans(3).fit(_exact(dps.compressive_feature_map(BOX, k=3), X))
+    km = dps.CompressiveKMeans(3).fit(_exact(dps.estimators.compressive_feature_map(BOX, k=3), X))
     assert _match(km.cluster_centers_, CENTRES) < 0.15
     assert np.array_equal(km.predict(CENTRES), np.argsort(np.lexsort(CENTRES.T[::-1])))
 
 
 def test_gmm_recovers_means_and_standard_deviations():
     X = _mixture(30_000, 0.6, seed=1)
-    g = dps.CompressiveGMM(3).fit(_exact(dps.compressive_feature_map(BOX, k=3), X))
+    g = dps.CompressiveGMM(3).fit(_exact(dps.estimators.compressive_feature_map(BOX, k=3), X))
     assert _match(g.means_, CENTRES) < 0.1
     np.testing.assert_allclose(np.sqrt(g.covariances_), 0.6, atol=0.08)
     np.testing.assert_allclose(g.weights_.sum(), 1.0)
@@ -64,7 +64,7 @@ def test_gmm_recovers_means_and_standard_deviations():
 
 def test_quantized_sketch_decodes_with_first_harmonic_atoms():
     X = _mixture(20_000, 0.5, seed=2)
-    fm = dps.compressive_feature_map(BOX, k=3, quantized=True)
+    fm = dps.estimators.compressive_feature_map(BOX, k=3, quantized=True)
     assert isinstance(fm, dps.QuantizedRFF)
     km = dps.CompressiveKMeans(3).fit(_exact(fm, X))
     assert _match(km.cluster_centers_, CENTRES) < 0.3
@@ -73,7 +73,7 @@ def test_quantized_sketch_decodes_with_first_harmonic_atoms():
 @pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"rho": 0.5}])
 def test_private_release_then_decode_is_accurate(budget):
     X = _mixture(50_000, 0.7, seed=3)
-    fm = dps.compressive_feature_map(BOX, k=3)
+    fm = dps.estimators.compressive_feature_map(BOX, k=3)
     sk = dps.release_sketch(X, fm, bounds=BOX, **budget)
     before = sk.sum_units.copy()
     centres = dps.compressive_kmeans(sk, 3)
@@ -83,16 +83,18 @@ def test_private_release_then_decode_is_accurate(budget):
 
 
 def test_decoding_is_deterministic_for_a_seed():
-    sk = _exact(dps.compressive_feature_map(BOX, k=3), _mixture(5_000, 0.7))
+    sk = _exact(dps.estimators.compressive_feature_map(BOX, k=3), _mixture(5_000, 0.7))
     a = dps.CompressiveKMeans(3, seed=4).fit(sk).cluster_centers_
     b = dps.CompressiveKMeans(3, seed=4).fit(sk).cluster_centers_
     assert np.array_equal(a, b)
 
 
 def test_feature_map_comes_from_public_inputs():
-    fm = dps.compressive_feature_map(([0.0] * 4, [16.0] * 4), k=5)
+    fm = dps.estimators.compressive_feature_map(([0.0] * 4, [16.0] * 4), k=5)
     assert (fm.num_features, fm.bandwidth, fm.input_dim) == (2 * 10 * 5 * 4, 2.0, 4)
-    assert dps.compressive_feature_map((0.0, 1.0), k=2, scale=0.3, num_features=20).bandwidth == 0.3
+    assert (
+        dps.estimators.compressive_feature_map((0.0, 1.0), k=2, scale=0.3, num_features=20).bandwidth == 0.3
+    )
 
 
 @pytest.mark.parametrize(
@@ -107,9 +109,9 @@ def test_feature_map_comes_from_public_inputs():
 )
 def test_feature_map_bad_input(bounds, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        dps.compressive_feature_map(bounds, k=2, **kwargs)
+        dps.estimators.compressive_feature_map(bounds, k=2, **kwargs)
     with pytest.raises(ValueError, match="k"):
-        dps.compressive_feature_map(BOX, k=0)
+        dps.estimators.compressive_feature_map(BOX, k=0)
 
 
 def test_fit_refuses_bad_sketches_and_options():
@@ -124,7 +126,7 @@ def test_fit_refuses_bad_sketches_and_options():
         dps.CompressiveKMeans(3).fit(_exact(small, X))
     with pytest.raises(ValueError, match="needs at least 15 sketch features"):
         dps.CompressiveGMM(3).fit(_exact(small, X))
-    fm = dps.compressive_feature_map(BOX, k=2)
+    fm = dps.estimators.compressive_feature_map(BOX, k=2)
     empty = dps.Sketch(fm, np.zeros(fm.num_features, dtype=np.int64), -3, bounds=BOX)
     with pytest.raises(ValueError, match="noisy count is -3"):
         dps.CompressiveKMeans(2).fit(empty)
@@ -144,7 +146,7 @@ def test_predict_checks_its_input():
     km = dps.CompressiveKMeans(2)
     with pytest.raises(ValueError, match="not fitted"):
         km.predict(np.zeros((1, 2)))
-    sk = _exact(dps.compressive_feature_map(BOX, k=2), _mixture(2_000, 0.5))
+    sk = _exact(dps.estimators.compressive_feature_map(BOX, k=2), _mixture(2_000, 0.5))
     km.fit(sk)
     with pytest.raises(ValueError, match=r"shape \(n, 2\)"):
         km.predict(np.zeros((3, 3)))
@@ -170,7 +172,7 @@ def test_kmeans_finds_a_cluster_far_out_in_the_cloud():
     # centre without an atom (17.8 from the nearest one found, SSE 4.2x the true centres')
     mu, X = _far_cluster_mixture(20_000)
     box = ([-12.0] * 10, [12.0] * 10)
-    fm = dps.compressive_feature_map(box, k=10, seed=8)
+    fm = dps.estimators.compressive_feature_map(box, k=10, seed=8)
     sk = dps.Sketch(fm, np.asarray(fm.fixed_sum(X), dtype=np.int64), X.shape[0], bounds=box)
     km = dps.CompressiveKMeans(10, n_restarts=1).fit(sk)
     assert _match(km.cluster_centers_, mu) < 1.0
@@ -181,24 +183,24 @@ def test_row_hint_turns_on_subsampling_chosen_from_public_quantities():
     from opendp_sketch.features.subsampled import SubsampledRFF
 
     box = ([-20.0] * 10, [20.0] * 10)
-    full = dps.compressive_feature_map(box, k=10)
+    full = dps.estimators.compressive_feature_map(box, k=10)
     for n, r in ((10**4, 100), (2 * 10**5, 5), (10**6, 1), (10**8, 1)):
-        fm = dps.compressive_feature_map(box, k=10, n=n)
+        fm = dps.estimators.compressive_feature_map(box, k=10, n=n)
         assert isinstance(fm, SubsampledRFF) and fm.r == r
         # the same frequencies, so the decoder reads it as the plain map
         np.testing.assert_array_equal(fm.frequencies, full.frequencies)
         # the subsampling noise-to-signal ratio (m'/r − 1)·k/n meets the 0.01 rule
         assert (fm.num_frequencies / fm.r - 1) * 10 / n <= 0.01
     with pytest.raises(ValueError, match="quantized"):
-        dps.compressive_feature_map(box, k=10, n=1000, quantized=True)
+        dps.estimators.compressive_feature_map(box, k=10, n=1000, quantized=True)
     for bad in (0, -5, 2.5, True, "1000"):
         with pytest.raises(ValueError, match="row count"):
-            dps.compressive_feature_map(box, k=10, n=bad)
+            dps.estimators.compressive_feature_map(box, k=10, n=bad)
 
 
 def test_kmeans_from_a_subsampled_release_matches_the_full_map():
     X = _mixture(40_000, 0.7)
-    fm = dps.compressive_feature_map(BOX, k=3, n=40_000)
+    fm = dps.estimators.compressive_feature_map(BOX, k=3, n=40_000)
     assert fm.r < fm.num_frequencies
     sk = dps.release_sketch(X, fm, bounds=BOX, epsilon=1.0)
     km = dps.CompressiveKMeans(3).fit(sk)

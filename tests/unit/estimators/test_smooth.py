@@ -15,7 +15,7 @@ from opendp_sketch.estimators.smooth import (
     smooth_kernel_terms,
 )
 from opendp_sketch.projections import JLProjection
-from opendp_sketch.release import release_smooth_sketches
+from opendp_sketch.smooth_release import release_smooth_sketches
 
 
 def exact_sketches(plan, X):

@@ -118,7 +118,7 @@ def test_roundtrip_and_fingerprint_mismatch(name):
     spec = json.loads(json.dumps(fm.to_dict()))
     spec["params"]["num_classes"] = 4
     with pytest.raises(ValueError, match="ByClass regenerated from its seed does not match"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
     spec = json.loads(json.dumps(fm.to_dict()))
     spec["params"]["feature_map"]["fingerprint"] = "0" * 32  # the nested map is checked too
     with pytest.raises(ValueError, match="fingerprint"):

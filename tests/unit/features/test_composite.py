@@ -172,11 +172,11 @@ def test_roundtrip_and_fingerprint():
     spec = json.loads(json.dumps(fm.to_dict()))
     spec["params"]["maps"][2]["params"]["seed"] = 2  # the inner map no longer matches its own print
     with pytest.raises(ValueError, match="RFF regenerated from its seed does not match"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
     spec = json.loads(json.dumps(fm.to_dict()))
     spec["params"]["weights"][0] = 1.5
     with pytest.raises(ValueError, match="Composite regenerated from its seed does not match"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
 
 
 def test_sketch_save_and_load(tmp_path):

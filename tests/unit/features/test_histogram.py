@@ -147,9 +147,9 @@ def test_roundtrip_and_fingerprint_mismatch(name):
     spec = json.loads(json.dumps(fm.to_dict()))
     spec["params"]["bounds"][1][1] = 11.0
     with pytest.raises(ValueError, match="fingerprint"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
     del spec["fingerprint"]
-    assert dps.feature_map_from_dict(spec) != fm
+    assert dps.features.feature_map_from_dict(spec) != fm
 
 
 def test_different_parameters_give_different_maps():

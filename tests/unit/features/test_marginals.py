@@ -207,7 +207,7 @@ def test_roundtrip_and_fingerprint():
     spec = json.loads(json.dumps(a.to_dict()))
     spec["params"]["bins"][1] = [6, 4]
     with pytest.raises(ValueError, match="does not match the stored fingerprint"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
 
 
 def test_sketch_save_and_load(tmp_path):
@@ -267,7 +267,7 @@ def test_size_limits():
     spec = dps.Marginals(bounds=(0, 1), subsets=[(0, 1, 2)], bins=2, dim=3).to_dict()
     spec["params"]["bins"] = [[1 << 20, 1 << 20, 1 << 20]]
     with pytest.raises(ValueError, match="cells in all"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
 
 
 def test_helpers_validate_their_arguments():

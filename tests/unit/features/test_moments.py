@@ -184,7 +184,7 @@ def test_roundtrip_and_fingerprint_mismatch(name, key, value):
     spec = json.loads(json.dumps(fm.to_dict()))
     spec["params"][key] = value
     with pytest.raises(ValueError, match="fingerprint"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
 
 
 # -- validation ---------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def test_moments_without_the_squared_norm():
     assert mean_only.sensitivity(1) == pytest.approx(np.sqrt(3) * 2.0, rel=1e-6)
     assert mean_only.sensitivity(2) == pytest.approx(2.0, rel=1e-6)
     assert mean_only.sensitivity(1) < full.sensitivity(1)
-    back = dps.feature_map_from_dict(mean_only.to_dict())
+    back = dps.features.feature_map_from_dict(mean_only.to_dict())
     assert back == mean_only and back != full and back.squared_norm is False
     assert "squared_norm" not in full.to_dict()["params"]  # earlier specs keep their fingerprints
     with pytest.raises(ValueError, match="squared_norm"):

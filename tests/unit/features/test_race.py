@@ -170,10 +170,10 @@ def test_roundtrip_and_fingerprint_mismatch(name):
     assert spec["params"]["hashes_per_row"] == fm.hashes_per_row
     spec["params"]["bucket_width"] = 0.9
     with pytest.raises(ValueError, match="does not match the stored fingerprint"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
     spec["kind"] = "MinHash"
     with pytest.raises(ValueError, match=r"kind \('MinHash'\) must be one of"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
 
 
 def test_stated_sensitivity():

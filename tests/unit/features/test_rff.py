@@ -201,7 +201,7 @@ def test_roundtrip_and_fingerprint_mismatch(name):
     spec = json.loads(json.dumps(fm.to_dict()))
     spec["params"]["seed"] = 10  # other draws, stale fingerprint
     with pytest.raises(ValueError, match="fingerprint"):
-        dps.feature_map_from_dict(spec)
+        dps.features.feature_map_from_dict(spec)
     with pytest.raises(ValueError, match="not a RACE"):
         dps.RACE.from_dict(fm.to_dict())
 

@@ -19,6 +19,7 @@ function here needs it.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -27,12 +28,13 @@ import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._fixed import Accumulator
-from ._validate import check_bounds
+from .._fixed import Accumulator
+from .._validate import check_bounds
+from ..features.base import FeatureMap, feature_map_from_dict
+from ..schema import Schema, sum_problems
 from .domains import DaskBoxDomain, DaskTableDomain, table_descriptor
-from .features.base import FeatureMap, feature_map_from_dict
-from .schema import Schema, sum_problems
-from .transformations import I64_MAX, check_source_arguments, pair_parts, pair_transformation
+from .memory import I64_MAX, check_source_arguments, pair_parts, pair_transformation
+from .protocol import Backend, register_backend
 
 __all__ = [
     "dask_box_domain",
@@ -93,7 +95,7 @@ def dask_box_domain(
     :example:
 
     >>> import numpy as np, opendp.prelude as dp, dask.array as da
-    >>> from opendp_sketch.dask import dask_box_domain
+    >>> from opendp_sketch.backends.dask import dask_box_domain
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> dom = dask_box_domain((0.0, [1.0, 5.0]))
     >>> dom.descriptor.num_columns, dom.descriptor.upper
@@ -137,7 +139,9 @@ def dask_box_domain(
 def _dask_descriptor(domain: dp.Domain) -> DaskBoxDomain:
     desc = getattr(domain, "descriptor", None)
     if not isinstance(desc, DaskBoxDomain):
-        raise ValueError(f"input_domain ({domain}) must be a dask_box_domain (see opendp_sketch.dask)")
+        raise ValueError(
+            f"input_domain ({domain}) must be a dask_box_domain (see opendp_sketch.backends.dask)"
+        )
     return desc
 
 
@@ -249,7 +253,7 @@ def make_dask_sum_and_count(
     :example:
 
     >>> import numpy as np, dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
+    >>> from opendp_sketch.backends.dask import dask_box_domain, make_dask_sum_and_count
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
     >>> t = make_dask_sum_and_count(dask_box_domain((0.0, 1.0), num_columns=1),
@@ -266,7 +270,7 @@ def make_dask_sum_and_count(
         feature_map,
         n_jobs,
         DaskBoxDomain,
-        "dask_box_domain (see opendp_sketch.dask)",
+        "dask_box_domain (see opendp_sketch.backends.dask)",
     )
     fill = desc.fill(impute, input_domain)
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
@@ -300,7 +304,7 @@ def make_dask_feature_sum(
     :example:
 
     >>> import numpy as np, dask, dask.array as da, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.dask import dask_box_domain, make_dask_feature_sum
+    >>> from opendp_sketch.backends.dask import dask_box_domain, make_dask_feature_sum
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
     >>> t = make_dask_feature_sum(dask_box_domain((0.0, 1.0), num_columns=1),
@@ -441,7 +445,7 @@ def table_sum_and_count_dask(
     """The exact ``(Σ q(encode(x_i)), n)`` of a Dask DataFrame under a schema (what
     :func:`make_dask_table_sum_and_count` computes), in one pass that can also report in
     ``found`` the per-column problem counts the schema's rules must handle — for the curator's
-    refusal before noising (:func:`~opendp_sketch.release_dask_sketch`), never part of a
+    refusal before noising (:func:`~opendp_sketch.release_sketch`), never part of a
     release. Never raises on values."""
     desc = getattr(input_domain, "descriptor", None)
     if not isinstance(desc, DaskTableDomain):
@@ -458,7 +462,7 @@ def make_dask_table_sum_and_count(
 ) -> dp.Transformation:
     """The pair ``(Σ q(encode(x_i)), n)`` of a Dask DataFrame under a public schema, in one pass:
     each worker encodes its partition with the schema (row by row, never raising on values) and
-    sums it exactly, as :func:`~opendp_sketch.tables.make_table_sum_and_count` does in one
+    sums it exactly, as :func:`~opendp_sketch.backends.tables.make_table_sum_and_count` does in one
     process; so the stability is ``d_in·Δ_p`` of the map on the encoded box.
 
     :param input_domain: a :func:`dask_table_domain`
@@ -529,3 +533,35 @@ def check_dask_table(data: Any, schema: Schema) -> int:
         raise ValueError("data is empty (0 rows)")
     schema.refuse(found)
     return rows
+
+
+def _box_domain(bounds: Any, names: Sequence[str] | None, num_columns: int, nan: bool) -> dp.Domain:
+    return dask_box_domain(bounds, num_columns=num_columns, column_names=names, nan=nan, inf=False)
+
+
+def _check_table(data: Any, schema: Schema) -> tuple[Any, int]:
+    return data, check_dask_table(data, schema)
+
+
+#: Dask collections: one pass over the cluster computes the pair and the checks
+DASK = Backend(
+    "dask",
+    make_dask_sum_and_count,
+    frozenset({"impute", "n_jobs"}),
+    feature_sum=make_dask_feature_sum,
+    accepts=lambda data: _is_dask_array(data) or _is_dask_frame(data),
+    table_domain=dask_table_domain,
+    check_table=_check_table,
+    check_types=check_dask_table_types,
+    compute_table=table_sum_and_count_dask,
+    box_names=check_dask_collection,
+    box_domain=_box_domain,
+    compute_box=sum_and_count_dask,
+)
+register_backend(DaskBoxDomain, DASK)
+register_backend(
+    DaskTableDomain,
+    dataclasses.replace(
+        DASK, sum_and_count=make_dask_table_sum_and_count, options=frozenset({"n_jobs"}), feature_sum=None
+    ),
+)

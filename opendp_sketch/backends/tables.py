@@ -19,14 +19,17 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 
-from ._fixed import Accumulator
-from ._validate import check_chunking
-from .domains import TableDomain, table_descriptor
-from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
-from .schema import Schema
+from .._fixed import Accumulator
+from .._validate import check_chunking, require_symmetric
+from ..features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from ..schema import Schema
+from .domains import DaskTableDomain, SparkTableDomain, TableDomain, table_descriptor
+from .memory import I64_MAX, check_source_arguments, pair_transformation
+from .protocol import Backend, register_backend
 from .streaming import (
     DEFAULT_BATCH_ROWS,
     check_lazyframe_source,
+    csv_quoted_lines,
     is_total_read,
     report_batch,
     scan,
@@ -34,9 +37,15 @@ from .streaming import (
     stream_frames,
     total_read,
 )
-from .transformations import I64_MAX, check_source_arguments, pair_transformation
 
-__all__ = ["as_frame", "encode_rows", "table_domain", "make_table_sum_and_count"]
+__all__ = [
+    "as_frame",
+    "encode_rows",
+    "table_domain",
+    "make_table_sum_and_count",
+    "make_table_row_count",
+    "check_table",
+]
 
 
 def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False) -> pl.LazyFrame:
@@ -48,7 +57,7 @@ def as_frame(data: Any, columns: list[str] | None = None, text_csv: bool = False
     columns of Python objects, categories or other extension types, and Arrow columns Polars
     cannot take, are read as text value by value (:func:`_object_text`), and the schema parses
     each value for its column. With ``text_csv`` a CSV file is read one row per line, as text
-    (:func:`~opendp_sketch.streaming.scan_csv_text`), so no byte can stop the read; the
+    (:func:`~opendp_sketch.backends.streaming.scan_csv_text`), so no byte can stop the read; the
     curator's checks read it the same way.
 
     :raises ValueError: for an input of another kind (naming the kinds accepted), and, with
@@ -448,13 +457,13 @@ def make_table_sum_and_count(
 ) -> dp.Transformation:
     """The table backend: the exact pair ``(Σ q(encode(x_i)), n)`` of any table, streamed in
     batches of at most ``batch_rows`` rows (see
-    :func:`~opendp_sketch.transformations.pair_transformation`). Encoding is row-wise, so the
+    :func:`~opendp_sketch.backends.memory.pair_transformation`). Encoding is row-wise, so the
     sum's stability is ``d_in·Δ_p`` of the map on the encoded box.
 
     :example:
 
     >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.tables import make_table_sum_and_count, table_domain
+    >>> from opendp_sketch.backends.tables import make_table_sum_and_count, table_domain
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> schema = dps.Schema({"cut": ["Fair", "Ideal"]})
     >>> fm = dps.Histogram(bounds=schema.bounds, bins=2)
@@ -489,3 +498,71 @@ def make_table_sum_and_count(
         return total.clipped(I64_MAX), min(rows, I64_MAX)
 
     return pair_transformation(input_domain, input_metric, feature_map, function)
+
+
+def make_table_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Transformation:
+    """The number of rows of a table under a schema (``table_domain``), 1-stable: each row
+    read as a release reads it (a CSV file's line), so no value can make it fail.
+
+    :example:
+
+    >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
+    >>> from opendp_sketch.backends.tables import table_domain
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> t = make_table_row_count(table_domain(dps.Schema({"x": (0, 1)})), dp.symmetric_distance())
+    >>> t(pl.DataFrame({"x": [0.5, None, 7.0]}))
+    3
+    """
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, TableDomain) or isinstance(desc, (DaskTableDomain, SparkTableDomain)):
+        raise ValueError("make_table_row_count needs table_domain(schema) (a table in memory or in files)")
+    require_symmetric(input_metric)
+    names = list(desc.schema.data_columns)
+
+    def count(data: Any) -> int:
+        import polars as pl
+
+        lf = as_frame(data, names, text_csv=True)
+        return min(int(lf.select(pl.len()).collect(engine="streaming").item()), I64_MAX)
+
+    return dp.t.make_user_transformation(
+        input_domain, input_metric, dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), count, lambda d: d
+    )
+
+
+def check_table(data: Any, schema: Schema) -> tuple[pl.LazyFrame, int]:
+    """The curator's side of a schema release of a table in memory or in files, before any
+    measurement is built: the table read as the measurement will read it (a CSV file line by
+    line, as text), checked by the schema (dtypes, then one pass refusing nulls, ±inf and
+    unknown labels the rules do not cover); returns the frame and its row count (never
+    released).
+
+    :raises ValueError: naming columns, kinds and the fix, never a data value
+    """
+    # the curator reads the table as the measurement will (a CSV file line by line, as text)
+    frame = as_frame(data, schema.data_columns, text_csv=True)
+    if isinstance(data, (str, os.PathLike)) and str(data).lower().endswith(".csv"):
+        split = csv_quoted_lines(data)
+        if split:
+            raise ValueError(
+                f"{split} line{'s' if split != 1 else ''} of the CSV file {'hold' if split != 1 else 'holds'} a "
+                "quoted field with a separator or a line break; a "
+                "release reads a CSV file one row per line, so save the table as Parquet (for example "
+                "pl.read_csv(path).write_parquet(...)) and release that"
+            )
+    try:
+        if frame.head(1).collect().height == 0:  # a header-only file
+            raise ValueError("data is empty (0 rows)")
+        schema.check(frame)  # the curator's side: dtypes, then nulls/inf/labels the rules do not cover
+        rows = int(frame.select(pl.len()).collect().item())
+    except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    return frame, rows
+
+
+register_backend(
+    TableDomain,
+    Backend("polars", make_table_sum_and_count, table_domain=table_domain, check_table=check_table),
+)

@@ -27,12 +27,13 @@ import numpy as np
 import opendp.prelude as dp
 import polars as pl
 
-from ._compat import require_opendp_polars
-from ._fixed import Accumulator
-from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
-from .domains import FrameBoxDomain
-from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
-from .transformations import I64_MAX, count_transformation, integer_sum_transformation, pair_transformation
+from .._compat import require_opendp_polars
+from .._fixed import Accumulator
+from .._validate import check_bounds, check_chunking, impute_values, require_symmetric
+from ..features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .domains import FrameBoxDomain, box_data_bounds
+from .memory import I64_MAX, count_transformation, integer_sum_transformation, pair_transformation
+from .protocol import Backend, register_backend
 
 __all__ = [
     "frame_box_domain",
@@ -47,6 +48,7 @@ __all__ = [
     "csv_quoted_lines",
     "stream_frames",
     "StreamReadError",
+    "check_frame_box",
 ]
 
 #: rows per batch read from a frame (bounded memory: batch_rows × columns float64 at a time)
@@ -247,7 +249,7 @@ def frame_box_domain(bounds: Any, column_names: Sequence[str], impute: Any = Non
 
     >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
     >>> dp.enable_features("contrib", "honest-but-curious")
-    >>> dom = dps.frame_box_domain(bounds=(0.0, 1.0), column_names=["a", "b"])
+    >>> dom = dps.backends.streaming.frame_box_domain(bounds=(0.0, 1.0), column_names=["a", "b"])
     >>> dom.member(pl.LazyFrame({"a": [0.5], "b": [2.0], "c": ["x"]}))
     True
     >>> dom.member(pl.LazyFrame({"a": [None, 0.5], "b": [0.1, float("nan")]}))
@@ -331,7 +333,7 @@ class StreamReadError(RuntimeError):
 STREAM_FAILED = (
     "the input could not be read to its end (a value that does not parse, or a failed read), so "
     "nothing was released; check the table on the curator's side first (release_sketch and the CLI "
-    "do), and scan CSV files with opendp_sketch.streaming.scan(path), which parses every value leniently"
+    "do), and scan CSV files with opendp_sketch.backends.streaming.scan(path), which parses every value leniently"
 )
 
 _END = object()
@@ -461,8 +463,8 @@ def make_frame_feature_sum(
     >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0, 1), bins=2, dim=1)
-    >>> dom = dps.frame_box_domain((0, 1), ["x"])
-    >>> t = dps.make_frame_feature_sum(dom, dp.symmetric_distance(), fm, batch_rows=2)
+    >>> dom = dps.backends.streaming.frame_box_domain((0, 1), ["x"])
+    >>> t = dps.backends.streaming.make_frame_feature_sum(dom, dp.symmetric_distance(), fm, batch_rows=2)
     >>> t(pl.LazyFrame({"x": [0.1, 0.2, 0.9, 7.0]})), t.map(1)
     ([2, 2], 1)
     """
@@ -483,7 +485,7 @@ def make_frame_sum_and_count(
     n_jobs: int | None = None,
 ) -> dp.Transformation:
     """The Polars backend: the exact pair ``(Σ q(clamp(x_i)), n)`` of a frame in one streamed
-    pass (see :func:`~opendp_sketch.transformations.pair_transformation`); the release layer
+    pass (see :func:`~opendp_sketch.backends.memory.pair_transformation`); the release layer
     adds the noise.
 
     :example:
@@ -491,7 +493,7 @@ def make_frame_sum_and_count(
     >>> import polars as pl, opendp.prelude as dp, opendp_sketch as dps
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0, 1), bins=2, dim=1)
-    >>> t = dps.make_frame_sum_and_count(dps.frame_box_domain((0, 1), ["x"]), dp.symmetric_distance(), fm)
+    >>> t = dps.backends.streaming.make_frame_sum_and_count(dps.backends.streaming.frame_box_domain((0, 1), ["x"]), dp.symmetric_distance(), fm)
     >>> s, n = t(pl.LazyFrame({"x": [0.1, None, 0.9]}))
     >>> s.tolist(), n
     ([2, 1], 3)
@@ -619,3 +621,58 @@ def make_lazyframe_to_frame_box(
     return dp.t.make_user_transformation(
         input_domain, input_metric, out, dp.symmetric_distance(), lambda x: x, lambda d: d
     )
+
+
+def check_frame_box(
+    frame: pl.LazyFrame,
+    feature_map: FeatureMap,
+    bounds: Any,
+    impute: Any,
+    column_names: Sequence[str] | None,
+) -> tuple[dp.Domain, int]:
+    """The curator's side of a one-call release of a LazyFrame in a public box, before any
+    measurement is built: the columns (present, numeric, as many as the map expects), then one
+    streamed pass refusing null/NaN without ``impute`` and ``±inf``; returns the
+    :func:`frame_box_domain` and the row count (never released).
+
+    :raises ValueError: naming columns and the fix, never a data value
+    """
+    try:
+        schema = frame.collect_schema()
+    except pl.exceptions.PolarsError as e:  # the message may quote file contents: show its type only
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    names = list(column_names) if column_names is not None else list(schema.names())
+    missing = [c for c in names if c not in schema]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the data (columns: {list(schema.names())})")
+    bad = [c for c in names if not schema[c].is_numeric()]
+    if bad:
+        # a header-only CSV has text-typed columns: say what is really wrong
+        if frame.head(1).collect().height == 0:
+            raise ValueError("data is empty (0 rows)")
+        raise ValueError(f"columns {bad} must be numeric")
+    d = feature_map.input_dim
+    if len(names) != d:
+        raise ValueError(f"data has {len(names)} columns but the feature map expects {d}")
+    lo, hi = box_data_bounds(bounds, feature_map)
+    domain = frame_box_domain((lo, hi), names, impute=impute)  # checks impute before any pass
+    try:  # one full pass before releasing: unreadable rows are refused here, not mid-release
+        rows = int(frame.select(pl.len()).collect().item())
+        nulls, infs = bad_value_counts(frame, names)
+    except pl.exceptions.PolarsError as e:
+        raise ValueError(f"the data could not be read ({type(e).__name__})") from None
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    if impute is None and any(nulls.values()):
+        raise ValueError(
+            f"columns {[c for c, v in nulls.items() if v]} contain null or NaN values; clean them or pass impute=<public value>"
+        )
+    if any(infs.values()):
+        raise ValueError(f"columns {[c for c, v in infs.items() if v]} contain infinite values")
+    return domain, rows
+
+
+register_backend(
+    FrameBoxDomain,
+    Backend("polars", make_frame_sum_and_count, feature_sum=make_frame_feature_sum),
+)

@@ -14,10 +14,12 @@ import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._fixed import Accumulator
-from ._validate import check_bounds, check_chunking, impute_values, require_symmetric
-from .domains import BoxDescriptor, box_descriptor, box_domain
-from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from .._fixed import Accumulator
+from .._validate import check_bounds, check_chunking, impute_values, require_symmetric
+from ..features.base import DEFAULT_CHUNK_ROWS, FeatureMap
+from ..features.byclass import ByClass
+from .domains import BoxDescriptor, NPArray2BoxDomain, box_data_bounds, box_descriptor, box_domain
+from .protocol import Backend, register_backend
 
 __all__ = [
     "make_box_clip",
@@ -32,6 +34,10 @@ __all__ = [
     "pair_transformation",
     "pair_parts",
     "I64_MAX",
+    "to_array",
+    "check_rows",
+    "check_finite",
+    "memory_source",
 ]
 
 #: exact sums and counts saturate here (saturation is 1-Lipschitz: stabilities still hold)
@@ -308,7 +314,7 @@ def make_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Trans
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
     >>> dp.enable_features("contrib", "honest-but-curious")
-    >>> t = dps.make_row_count(dps.box_domain((0, 1), num_columns=2), dp.symmetric_distance())
+    >>> t = dps.backends.memory.make_row_count(dps.box_domain((0, 1), num_columns=2), dp.symmetric_distance())
     >>> t(np.zeros((5, 2))), t.map(3)
     (5, 3)
     """
@@ -331,7 +337,7 @@ def make_sum_and_count(
     :example:
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.transformations import make_sum_and_count
+    >>> from opendp_sketch.backends.memory import make_sum_and_count
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
     >>> t = make_sum_and_count(dps.box_domain((0.0, 1.0), num_columns=1), dp.symmetric_distance(), fm)
@@ -376,7 +382,7 @@ def make_clamped_sum_and_count(
     :example:
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.transformations import make_clamped_sum_and_count
+    >>> from opendp_sketch.backends.memory import make_clamped_sum_and_count
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
     >>> t = make_clamped_sum_and_count(dp.numpy.array2_domain(num_columns=1, T=float, nan=True),
@@ -410,3 +416,96 @@ def make_clamped_sum_and_count(
         return total.clipped(I64_MAX), min(int(x.shape[0]), I64_MAX)
 
     return pair_transformation(input_domain, input_metric, feature_map, function)
+
+
+# -- the curator's side of a one-call release of an array ----------------------------------
+
+
+def to_array(data: Any, column_names: Sequence[str] | None) -> tuple[np.ndarray, list[str] | None]:
+    """numpy 2-D float64 view of numpy or Polars input; errors never echo data values."""
+    import polars as pl
+
+    if isinstance(data, (pl.DataFrame, pl.LazyFrame)):
+        frame = data.collect() if isinstance(data, pl.LazyFrame) else data
+        cols = list(column_names) if column_names is not None else frame.columns
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            raise ValueError(f"columns {missing} are not in the data (columns: {frame.columns})")
+        bad = [c for c in cols if not frame.schema[c].is_numeric()]
+        if bad:
+            raise ValueError(f"columns {bad} must be numeric")
+        return frame.select(cols).cast(pl.Float64).to_numpy(), cols
+    if not isinstance(data, np.ndarray):
+        raise ValueError(
+            f"data must be a numpy array or a Polars DataFrame/LazyFrame, got {type(data).__name__}"
+        )
+    if data.dtype.kind not in "biuf":
+        raise ValueError(f"data dtype ({data.dtype}) must be numeric (bool, int or float)")
+    if data.ndim != 2:
+        raise ValueError(f"data must be 2-dimensional (rows × columns), got {data.ndim} dimension(s)")
+    return data.astype(np.float64, copy=False), None if column_names is None else list(column_names)
+
+
+def check_rows(X: np.ndarray, d: int, what: str) -> None:
+    if X.shape[1] != d:
+        raise ValueError(f"data has {X.shape[1]} columns but {what} expects {d}")
+    if X.shape[0] == 0:
+        raise ValueError("data is empty (0 rows)")
+
+
+def check_finite(X: np.ndarray, impute: Any, block_rows: int = 1 << 16) -> None:
+    """The curator-side rule for in-memory data: NaN needs ``impute``; ±inf is refused.
+    Checked in blocks of rows, so no full-size temporary is made."""
+    for s in range(0, X.shape[0], block_rows):
+        block = X[s : s + block_rows]
+        if impute is None and not np.isfinite(block).all():
+            raise ValueError("data contains NaN or infinite values; clean it or pass impute=<public value>")
+        if impute is not None and np.isinf(block).any():
+            raise ValueError("data contains infinite values; impute replaces NaN only")
+
+
+def memory_source(
+    data: Any,
+    feature_map: FeatureMap,
+    bounds: Any,
+    impute: Any,
+    column_names: Sequence[str] | None,
+    projection: Any,
+) -> tuple[np.ndarray, dp.Transformation]:
+    """In-memory data checked (nothing released yet) and its clip (and projection) transformation."""
+    X, names = to_array(data, column_names)
+    if projection is not None:
+        from ..projections import JLProjection
+
+        if not isinstance(projection, JLProjection):
+            raise ValueError(f"projection ({projection!r}) must be a JLProjection")
+        if isinstance(feature_map, ByClass):
+            raise ValueError(
+                "a projection cannot be combined with ByClass (it would mix the label into the features)"
+            )
+        if projection.output_dim != feature_map.input_dim:
+            raise ValueError(
+                f"the projection outputs {projection.output_dim} columns but the feature map expects {feature_map.input_dim}"
+            )
+    d = feature_map.input_dim if projection is None else projection.input_dim
+    check_rows(X, d, "the feature map" if projection is None else "the projection")
+    lo, hi = box_data_bounds(bounds, feature_map) if projection is None else check_bounds(bounds, d)
+    check_finite(X, impute)
+    in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
+    source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute, column_names=names)
+    if projection is not None:
+        from ..projections import then_jl_projection
+
+        source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
+    return X, source
+
+
+register_backend(
+    NPArray2BoxDomain,
+    Backend(
+        "numpy",
+        make_sum_and_count,
+        frozenset({"chunk_rows", "n_jobs", "fixed_point"}),
+        feature_sum=make_feature_sum,
+    ),
+)

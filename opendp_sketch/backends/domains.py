@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import opendp.prelude as dp
 
-from ._validate import check_bounds, impute_values
-from .features.base import FeatureMap
-from .features.byclass import ByClass
+from .._validate import check_bounds, impute_values
+from ..features.base import FeatureMap
+from ..features.byclass import ByClass
 
 __all__ = [
     "BoxDescriptor",
@@ -23,6 +23,7 @@ __all__ = [
     "FrameBoxDomain",
     "ClusterBoxDomain",
     "DaskBoxDomain",
+    "SparkBoxDomain",
     "TableDomain",
     "DaskTableDomain",
     "SparkTableDomain",
@@ -67,7 +68,7 @@ class NPArray2BoxDomain(BoxDescriptor):
 
 @dataclass(frozen=True, kw_only=True)
 class FrameBoxDomain(BoxDescriptor):
-    """Descriptor of :func:`~opendp_sketch.frame_box_domain`: Polars frames with numeric columns."""
+    """Descriptor of :func:`~opendp_sketch.backends.streaming.frame_box_domain`: Polars frames with numeric columns."""
 
     impute: tuple[float, ...] | None
     """public values that replace null/NaN (``None``: the lower bound)"""
@@ -98,12 +99,18 @@ class ClusterBoxDomain(BoxDescriptor):
 
 @dataclass(frozen=True, kw_only=True)
 class DaskBoxDomain(ClusterBoxDomain):
-    """Descriptor of :func:`~opendp_sketch.dask_box_domain`: 2-D Dask collections."""
+    """Descriptor of :func:`~opendp_sketch.backends.dask.dask_box_domain`: 2-D Dask collections."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkBoxDomain(ClusterBoxDomain):
+    """Descriptor of :func:`~opendp_sketch.backends.spark.spark_box_domain`: Spark DataFrames
+    with named numeric columns."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class TableDomain(BoxDescriptor):
-    """Descriptor of :func:`~opendp_sketch.tables.table_domain`: tables under a public schema;
+    """Descriptor of :func:`~opendp_sketch.backends.tables.table_domain`: tables under a public schema;
     the box is the schema's encoded box (``[0, 1]`` numeric, ``[0, K−1]`` coded)."""
 
     schema: Any
@@ -112,13 +119,13 @@ class TableDomain(BoxDescriptor):
 
 @dataclass(frozen=True, kw_only=True)
 class DaskTableDomain(TableDomain):
-    """Descriptor of :func:`~opendp_sketch.dask.dask_table_domain`: Dask DataFrames under a
+    """Descriptor of :func:`~opendp_sketch.backends.dask.dask_table_domain`: Dask DataFrames under a
     public schema (each partition encoded by the schema on its worker)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class SparkTableDomain(TableDomain):
-    """Descriptor of :func:`~opendp_sketch.spark.spark_table_domain`: Spark DataFrames under a
+    """Descriptor of :func:`~opendp_sketch.backends.spark.spark_table_domain`: Spark DataFrames under a
     public schema (each partition encoded by the schema on its executor)."""
 
 

@@ -17,7 +17,7 @@ whatever the partitioning; the stability (``d_in · Δ_p``) is the one of
 :func:`~opendp_sketch.make_feature_sum`.
 
 The feature map travels to the executors as its :meth:`~opendp_sketch.FeatureMap.to_dict` JSON
-and is rebuilt there by :func:`~opendp_sketch.feature_map_from_dict` (which checks the
+and is rebuilt there by :func:`~opendp_sketch.features.feature_map_from_dict` (which checks the
 fingerprint of the regenerated random draws); no feature map object is pickled.
 
 PySpark is an optional dependency (``pip install opendp-sketch[spark]``, plus a Java 17+
@@ -26,24 +26,25 @@ runtime): it is imported only when a function here needs it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._fixed import Accumulator
-from ._validate import check_bounds
-from .domains import ClusterBoxDomain, SparkTableDomain, table_descriptor
-from .features.base import FeatureMap, feature_map_from_dict
-from .schema import Schema, sum_problems
-from .transformations import I64_MAX, check_source_arguments, pair_parts, pair_transformation
+from .._fixed import Accumulator
+from .._validate import check_bounds
+from ..features.base import FeatureMap, feature_map_from_dict
+from ..schema import Schema, sum_problems
+from .domains import SparkBoxDomain, SparkTableDomain, table_descriptor
+from .memory import I64_MAX, check_source_arguments, pair_parts, pair_transformation
+from .protocol import Backend, register_backend
 
 __all__ = [
     "spark_box_domain",
@@ -68,11 +69,6 @@ _RESULT_SCHEMA = "sums string, rows long, nan boolean, inf boolean"
 #: ... of a table under a schema: its exact totals; and of the curator's check: the problem counts
 _TABLE_RESULT_SCHEMA = "sums string, rows long, problems string"
 _PROBLEMS_SCHEMA = "problems string, rows long"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SparkBoxDomain(ClusterBoxDomain):
-    """Descriptor of :func:`spark_box_domain`: Spark DataFrames with named numeric columns."""
 
 
 def _is_spark_frame(x: Any) -> bool:
@@ -116,7 +112,7 @@ def spark_box_domain(
     :example:
 
     >>> import opendp.prelude as dp
-    >>> from opendp_sketch.spark import spark_box_domain
+    >>> from opendp_sketch.backends.spark import spark_box_domain
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> dom = spark_box_domain((0.0, [1.0, 5.0]), column_names=["a", "b"])
     >>> dom.descriptor.column_names, dom.descriptor.upper
@@ -155,7 +151,9 @@ def spark_box_domain(
 def _spark_descriptor(domain: dp.Domain) -> SparkBoxDomain:
     desc = getattr(domain, "descriptor", None)
     if not isinstance(desc, SparkBoxDomain):
-        raise ValueError(f"input_domain ({domain}) must be a spark_box_domain (see opendp_sketch.spark)")
+        raise ValueError(
+            f"input_domain ({domain}) must be a spark_box_domain (see opendp_sketch.backends.spark)"
+        )
     return desc
 
 
@@ -346,7 +344,7 @@ def make_spark_sum_and_count(
     :example:
 
     >>> import opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.spark import spark_box_domain, make_spark_sum_and_count
+    >>> from opendp_sketch.backends.spark import spark_box_domain, make_spark_sum_and_count
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=2, dim=1)
     >>> t = make_spark_sum_and_count(spark_box_domain((0.0, 1.0), ["x"]), dp.symmetric_distance(), fm)
@@ -359,7 +357,7 @@ def make_spark_sum_and_count(
         feature_map,
         n_jobs,
         SparkBoxDomain,
-        "spark_box_domain (see opendp_sketch.spark)",
+        "spark_box_domain (see opendp_sketch.backends.spark)",
     )
     fill = desc.fill(impute, input_domain)
     spec, m = _portable(feature_map), feature_map.num_features
@@ -392,7 +390,7 @@ def make_spark_feature_sum(
     :example:
 
     >>> import opendp.prelude as dp, opendp_sketch as dps
-    >>> from opendp_sketch.spark import spark_box_domain, make_spark_feature_sum
+    >>> from opendp_sketch.backends.spark import spark_box_domain, make_spark_feature_sum
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> fm = dps.Histogram(bounds=(0.0, 1.0), bins=4, dim=1)
     >>> t = make_spark_feature_sum(spark_box_domain((0.0, 1.0), ["x"]), dp.symmetric_distance(), fm)
@@ -584,7 +582,7 @@ def table_sum_and_count_spark(
     """The exact ``(Σ q(encode(x_i)), n)`` of a Spark DataFrame under a schema (what
     :func:`make_spark_table_sum_and_count` computes), in one job that can also report in
     ``found`` the per-column problem counts the schema's rules must handle — for the curator's
-    refusal before noising (:func:`~opendp_sketch.release_spark_sketch`), never part of a
+    refusal before noising (:func:`~opendp_sketch.release_sketch`), never part of a
     release. Never raises on values."""
     desc = getattr(input_domain, "descriptor", None)
     if not isinstance(desc, SparkTableDomain):
@@ -604,7 +602,7 @@ def make_spark_table_sum_and_count(
 ) -> dp.Transformation:
     """The pair ``(Σ q(encode(x_i)), n)`` of a Spark DataFrame under a public schema, in **one**
     Spark job: each executor encodes its rows with the schema (row by row, never raising on
-    values) and sums them exactly, as :func:`~opendp_sketch.tables.make_table_sum_and_count`
+    values) and sums them exactly, as :func:`~opendp_sketch.backends.tables.make_table_sum_and_count`
     does in one process; so the stability is ``d_in·Δ_p`` of the map on the encoded box. The
     schema and the map travel as JSON.
 
@@ -694,3 +692,35 @@ def check_spark_table(data: Any, schema: Schema) -> int:
         raise ValueError("data is empty (0 rows)")
     schema.refuse(found)
     return rows
+
+
+def _box_domain(bounds: Any, names: Sequence[str], num_columns: int, nan: bool) -> dp.Domain:
+    return spark_box_domain(bounds, column_names=names, nan=nan, inf=False)
+
+
+def _check_table(data: Any, schema: Schema) -> tuple[Any, int]:
+    return data, check_spark_table(data, schema)
+
+
+#: Spark DataFrames: one job computes the pair and the checks
+SPARK = Backend(
+    "spark",
+    make_spark_sum_and_count,
+    frozenset({"impute", "n_jobs"}),
+    feature_sum=make_spark_feature_sum,
+    accepts=_is_spark_frame,
+    table_domain=spark_table_domain,
+    check_table=_check_table,
+    check_types=check_spark_table_types,
+    compute_table=table_sum_and_count_spark,
+    box_names=check_spark_frame,
+    box_domain=_box_domain,
+    compute_box=sum_and_count_spark,
+)
+register_backend(SparkBoxDomain, SPARK)
+register_backend(
+    SparkTableDomain,
+    dataclasses.replace(
+        SPARK, sum_and_count=make_spark_table_sum_and_count, options=frozenset({"n_jobs"}), feature_sum=None
+    ),
+)
