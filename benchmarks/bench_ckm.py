@@ -6,7 +6,7 @@ covariances, equal weights and centres ~ N(0, (2.5·k^{1/d})² I), drawn afresh 
 centre lies within 6.4 standard deviations of 0, so the box is a bound a curator can state without
 looking; the few points outside are clipped, for every method alike).
 
-* **CKM** (this library): ``fm = dps.compressive_feature_map(box, k)`` — the bandwidth comes
+* **CKM** (this library): ``fm = compressive_feature_map(box, k)`` — the bandwidth comes
   from the box alone (σ = mean width / 8 = 5), no tuning — with m' = 10kd (and 100kd) frequencies;
   the exact fixed-point sum ``fm.fixed_sum(X)`` is computed once per trial and map, and each ε
   adds OpenDP discrete Laplace noise to it (``dp.m.make_laplace`` on the integer vector) with the
@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     from threadpoolctl import threadpool_limits
 
     import opendp_sketch as dps
+    from opendp_sketch.estimators import compressive_feature_map
 
     dp.enable_features("contrib", "honest-but-curious")
     n, k, d, box = cfg["n"], cfg["k"], cfg["d"], cfg["box"]
@@ -191,12 +192,12 @@ def main(argv: list[str] | None = None) -> None:
         times.setdefault("sklearn", []).append(time.perf_counter() - t0)
         add(("truth", 0.0), sse(chunks, mu) / ref)
         maps = [
-            (f"CKM m'={mult}kd", dps.compressive_feature_map(bounds, k, num_features=2 * mult * k * d))
+            (f"CKM m'={mult}kd", compressive_feature_map(bounds, k, num_features=2 * mult * k * d))
             for mult in cfg["mults"]
             if mult == cfg["mults"][0] or t < cfg["trials_big_m"]
         ]
         if cfg["quantized"] and t < cfg["trials_big_m"]:
-            maps.append(("CKM one-bit m=20kd", dps.compressive_feature_map(bounds, k, quantized=True)))
+            maps.append(("CKM one-bit m=20kd", compressive_feature_map(bounds, k, quantized=True)))
         for label, fm in maps:
             t0 = time.perf_counter()
             S = sum(np.asarray(fm.fixed_sum(c), dtype=np.int64) for c in chunks())
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
             mu, chunks = mixture(n, k, d, B, [DATA_SEED, t])
             X = np.concatenate(list(chunks()))
             ref = KMeans(k, n_init=3, random_state=t).fit(X).inertia_
-            fmB = dps.compressive_feature_map(([-B] * d, [B] * d), k)
+            fmB = compressive_feature_map(([-B] * d, [B] * d), k)
             S = sum(np.asarray(fmB.fixed_sum(c), dtype=np.int64) for c in chunks())
             sk, _ = noisy_sketch(dps, dp, fmB, S, n, 1.0, B)
             cen = dps.CompressiveKMeans(k, n_restarts=cfg["restarts"], seed=t).fit(sk).cluster_centers_
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     # time at n = big_n, streamed
     big = cfg["big_n"]
     mu, chunks = mixture(big, k, d, box, [DATA_SEED, 99])
-    fm = dps.compressive_feature_map(bounds, k)
+    fm = compressive_feature_map(bounds, k)
     t0 = time.perf_counter()
     S = sum(np.asarray(fm.fixed_sum(c), dtype=np.int64) for c in chunks())
     t_sketch = time.perf_counter() - t0

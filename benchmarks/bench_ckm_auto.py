@@ -2,7 +2,7 @@
 
 Issue 15, items 3 and 6. The pipeline measured is what a user writes, with defaults only::
 
-    fm = dps.compressive_feature_map(box, k, n=n_public)      # r from public quantities
+    fm = compressive_feature_map(box, k, n=n_public)      # r from public quantities
     sk = dps.release_sketch(X, fm, bounds=box, epsilon=eps)
     centres = dps.CompressiveKMeans(k).fit(sk).cluster_centers_
 
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     from sklearn.cluster import KMeans
 
     import opendp_sketch as dps
+    from opendp_sketch.estimators import compressive_feature_map
 
     dp.enable_features("contrib", "honest-but-curious")
     n, k, d, box = cfg["n"], cfg["k"], cfg["d"], cfg["box"]
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         add(("truth", 0.0), rel, truth)
         for eps in cfg["eps"]:
             for label, hint in (("automatic map (n hint)", n), ("plain RFF map", None)):
-                fm = dps.compressive_feature_map(bounds, k, seed=i, **({"n": hint} if hint else {}))
+                fm = compressive_feature_map(bounds, k, seed=i, **({"n": hint} if hint else {}))
                 t0 = time.perf_counter()
                 sk = dps.release_sketch(X, fm, bounds=bounds, epsilon=eps)
                 t1 = time.perf_counter()
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
                 t0 = time.perf_counter()
                 ref_c = KMeans(k, n_init=3, random_state=rep).fit(X).cluster_centers_
                 t_sk = time.perf_counter() - t0
-                fm = dps.compressive_feature_map(tb, k, n=big, seed=rep)
+                fm = compressive_feature_map(tb, k, n=big, seed=rep)
                 t0 = time.perf_counter()
                 sk = dps.release_sketch(X, fm, bounds=tb, epsilon=1.0)
                 t1 = time.perf_counter()

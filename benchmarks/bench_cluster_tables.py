@@ -8,16 +8,16 @@ own). The schema (public ranges, labels and a row estimate) is written below, ne
 the data. The release is the user's call with every default, ``epsilon = 1``:
 
 * in memory: ``release_sketch(frame, schema=schema, epsilon=1)`` on a Polars frame;
-* Dask: ``release_dask_sketch(ddf, schema=schema, epsilon=1)`` on a pandas-backed Dask
+* Dask: ``release_sketch(ddf, schema=schema, epsilon=1)`` on a pandas-backed Dask
   DataFrame persisted on a ``LocalCluster(n_workers=2, threads_per_worker=1)``;
-* Spark: ``release_spark_sketch(sdf, schema=schema, epsilon=1)`` on a cached DataFrame of
+* Spark: ``release_sketch(sdf, schema=schema, epsilon=1)`` on a cached DataFrame of
   ``local[2]``.
 
 Each backend is timed ``--repeats`` times (median); data loading, cluster start-up, persisting
 and caching are not timed. Exactness: the three backends' table transformations
-(``make_table_sum_and_count``, ``make_dask_table_sum_and_count``,
-``make_spark_table_sum_and_count``) must give the same integer sums and counts for the
-release's automatic map; noisy releases are never compared. The decoded answers of each
+(``make_sum_and_count`` on ``table_domain(schema)``, ``dask_table_domain(schema)`` and
+``spark_table_domain(schema)``, which dispatches to each backend's table pair) must give the
+same integer sums and counts for the release's automatic map; noisy releases are never compared. The decoded answers of each
 backend's release are compared with the table's true shares and means (one release each).
 
 Writes ``benchmarks/results/bench_cluster_tables.md`` and ``.csv``.
@@ -121,11 +121,11 @@ def main() -> None:
     import distributed
     import opendp.prelude as dp
     import pyspark
-    from opendp_sketch.dask import dask_table_domain, make_dask_table_sum_and_count
-    from opendp_sketch.spark import make_spark_table_sum_and_count, spark_table_domain
-    from opendp_sketch.tables import make_table_sum_and_count, table_domain
 
     import opendp_sketch as dps
+    from opendp_sketch.backends.dask import dask_table_domain
+    from opendp_sketch.backends.spark import spark_table_domain
+    from opendp_sketch.backends.tables import table_domain
 
     dp.enable_features("contrib", "honest-but-curious")
     copies = copies_arg or (1 if args.quick else 16)
@@ -155,7 +155,7 @@ def main() -> None:
         errors[backend] = float(np.mean([abs(got[k] - truth[k]) / max(abs(truth[k]), 1e-12) for k in truth]))
 
     timed("in memory", lambda: dps.release_sketch(frame, schema=schema, epsilon=EPS))
-    s, count = make_table_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm)(frame)
+    s, count = dps.make_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm)(frame)
     exact["in memory"] = ([int(v) for v in s], int(count))
 
     C.progress("starting LocalCluster(n_workers=2, threads_per_worker=1)")
@@ -168,8 +168,8 @@ def main() -> None:
     ):
         ddf = client.persist(dd.from_pandas(pdf, npartitions=max(2, copies)))
         distributed.wait(ddf)
-        timed("Dask", lambda: dps.release_dask_sketch(ddf, schema=schema, epsilon=EPS))
-        s, count = make_dask_table_sum_and_count(dask_table_domain(schema), dp.symmetric_distance(), fm)(ddf)
+        timed("Dask", lambda: dps.release_sketch(ddf, schema=schema, epsilon=EPS))
+        s, count = dps.make_sum_and_count(dask_table_domain(schema), dp.symmetric_distance(), fm)(ddf)
         exact["Dask"] = ([int(v) for v in s], int(count))
 
     C.progress("starting Spark local[2]")
@@ -177,10 +177,8 @@ def main() -> None:
     try:
         sdf = spark.createDataFrame(frame.to_arrow()).repartition(max(2, copies)).cache()
         assert sdf.count() == n
-        timed("Spark", lambda: dps.release_spark_sketch(sdf, schema=schema, epsilon=EPS))
-        s, count = make_spark_table_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), fm)(
-            sdf
-        )
+        timed("Spark", lambda: dps.release_sketch(sdf, schema=schema, epsilon=EPS))
+        s, count = dps.make_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), fm)(sdf)
         exact["Spark"] = ([int(v) for v in s], int(count))
     finally:
         spark.stop()
@@ -224,7 +222,7 @@ def main() -> None:
 [0.95, 1.05] and ages shifted by −1, 0 or +1 inside the range; 0.5 % of each label column set to
 null, read as a category of its own). Schema: earnings on [0, 100] (log scale), age on [16, 99]
 and education on [0, 20] as integers, region and gender as text labels; public row estimate
-{schema.rows:,}. Every default: `release_*(data, schema=schema, epsilon={EPS})` (the automatic
+{schema.rows:,}. Every default: `release_sketch(data, schema=schema, epsilon={EPS})` (the automatic
 map, its bin rule and, where it pays, a private tree of pairs). {args.repeats} timed releases per
 backend ({warmup} untimed warm-up), median. Dask: `LocalCluster(n_workers=2, threads_per_worker=1)`,
 {max(2, copies)} pandas partitions persisted on the workers; Spark: `local[2]`, the DataFrame

@@ -6,13 +6,13 @@ side copying the other), ``RFF(dim=10, num_features=1000)``, ε = 1.
 
 * single process: ``release_sketch(X, fm, bounds=(0, 1), epsilon=1)`` on the numpy array (the
   feature sum's default threads);
-* Dask: ``release_dask_sketch`` on the same rows as a Dask array persisted on a
+* Dask: ``release_sketch`` on the same rows as a Dask array persisted on a
   ``LocalCluster(n_workers=2, threads_per_worker=1)`` (worker processes), one partition per chunk.
 
 Each release is timed in-process, ``--repeats`` times (median). Data generation, cluster start-up
-and persisting are not timed. Exactness: the Dask pair transformation's combined integer sum is
-compared with ``fm.fixed_sum`` of the numpy array (both exact, so they must be equal); noisy
-releases are never compared.
+and persisting are not timed. Exactness: the Dask pair transformation's combined integer sum
+(``make_sum_and_count`` on a ``dask_box_domain``) is compared with ``fm.fixed_sum`` of the numpy
+array (both exact, so they must be equal); noisy releases are never compared.
 
 Usage: ``python benchmarks/bench_dask.py [--quick] [--out-dir DIR]``
 """
@@ -50,10 +50,9 @@ def main() -> None:
     import dask.array as da
     import distributed
     import opendp.prelude as dp
-    from opendp_sketch.dask import dask_box_domain, make_dask_sum_and_count
 
     import opendp_sketch as dps
-    from opendp_sketch import release_dask_sketch
+    from opendp_sketch.backends.dask import dask_box_domain
 
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL
@@ -92,18 +91,16 @@ def main() -> None:
         distributed.wait(Xd)
         t_persist = time.perf_counter() - t0
 
-        C.progress("Dask: release_dask_sketch")
+        C.progress("Dask: release_sketch on the Dask array")
         C.wait_for_quiet(args.wait_quiet)
         with C.Probe() as p_dk:
             t_dk = C.time_repeats(
-                lambda: release_dask_sketch(Xd, fm, (0.0, 1.0), epsilon=EPS), args.repeats, warmup
+                lambda: dps.release_sketch(Xd, fm, (0.0, 1.0), epsilon=EPS), args.repeats, warmup
             )
         bg_dk = p_dk.read().background_cores
 
         C.progress("exactness: Dask combined sum vs fm.fixed_sum")
-        pair = make_dask_sum_and_count(
-            dask_box_domain((0.0, 1.0), num_columns=D), dp.symmetric_distance(), fm
-        )
+        pair = dps.make_sum_and_count(dask_box_domain((0.0, 1.0), num_columns=D), dp.symmetric_distance(), fm)
         dask_sum, dask_count = pair(Xd)
     numpy_sum = fm.fixed_sum(np.clip(X, 0.0, 1.0))
     equal = dask_sum.tolist() == numpy_sum and dask_count == X.shape[0]
@@ -120,7 +117,7 @@ def main() -> None:
             C.fmt(bg_np),
         ],
         [
-            "Dask `release_dask_sketch`, LocalCluster 2 workers × 1 thread",
+            "Dask `release_sketch` (Dask array), LocalCluster 2 workers × 1 thread",
             f"{cfg['n']:,}",
             len(sizes),
             C.fmt(med_dk),

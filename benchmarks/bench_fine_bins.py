@@ -46,7 +46,7 @@ KEYS = ["counts", "counts_1", "counts_2", "counts_3", "cdf", "means"]
 
 def run_table(name: str, eps: float, settings: list[str], reps: int) -> list[dict[str, Any]]:
     import opendp_sketch as dps
-    from opendp_sketch.release import auto_marginals
+    from opendp_sketch.plan import auto_marginals
 
     X, cols, lo, hi = real.load_table(name)
     n, d = X.shape

@@ -49,7 +49,7 @@ def one_release(
 
     import opendp_sketch as dps
     from opendp_sketch.estimators.intervals import partitions
-    from opendp_sketch.release import auto_marginals
+    from opendp_sketch.plan import auto_marginals
 
     dp.enable_features("contrib", "honest-but-curious")
     n = X.shape[0]

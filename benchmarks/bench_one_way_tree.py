@@ -54,7 +54,7 @@ def one_level(fm: Any) -> Any:
     """The automatic map without its coarse 1-way blocks: every 1-way block at the single
     columns' weight, the pairs at 1 (the map before the tree); ``fm`` itself without a tree."""
     import opendp_sketch as dps
-    from opendp_sketch.release import AUTO_ONE_WAY_WEIGHT, AUTO_TREE_EXTRA_WEIGHT, AUTO_TREE_FINE_WEIGHT
+    from opendp_sketch.plan import AUTO_ONE_WAY_WEIGHT, AUTO_TREE_EXTRA_WEIGHT, AUTO_TREE_FINE_WEIGHT
 
     if not isinstance(fm, dps.Composite) or len(fm.maps) < 3:
         return fm

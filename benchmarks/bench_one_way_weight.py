@@ -60,7 +60,7 @@ def run_table(
     from opendp_sketch.estimators import synthetic
 
     excesses = excesses or [synthetic._RAKE_EXCESS]
-    from opendp_sketch.release import auto_marginals
+    from opendp_sketch.plan import auto_marginals
 
     X, cols, lo, hi = real.load_table(name)
     n, d = X.shape

@@ -11,7 +11,7 @@ Systems, each released at the same ε (pure DP) in the same run:
 * ``Histogram + ridge M2M``: the old baseline (``M2M(sketch, method="ridge")``);
 * ``Histogram + synthetic``: the same sketch, the new default decoder (``M2M(sketch)``);
 * ``auto marginals + synthetic`` (asked with ``--systems``; not run by default since it needs a
-  row hint): the automatic map (``release.auto_marginals`` with a public row estimate, the row
+  row hint): the automatic map (``plan.auto_marginals`` with a public row estimate, the row
   count to two significant digits) and decoder;
 * ``schema release + M2M``: the user's path with every default — a Polars frame, a ``dps.Schema``
   of the same public box (linear numeric ranges, ``integer=True`` on the columns R stores as
@@ -192,9 +192,12 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
     d = lo.size
     t0 = time.perf_counter()
     if system == "marginals_select":
-        from opendp_sketch import release as rel
+        from opendp_sketch.adaptive import make_spanning_sketch
+        from opendp_sketch.budget import DEFAULT_COUNT_FRACTION, Budget
+        from opendp_sketch.measurements import release_once
+        from opendp_sketch.plan import AUTO_ONE_WAY_WEIGHT, auto_blocks
 
-        full, keep = rel.auto_blocks(
+        full, keep = auto_blocks(
             (lo.tolist(), hi.tolist()),
             categorical=CATEGORICAL.get(name),
             levels=None,
@@ -203,12 +206,12 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
             epsilon=eps,
             delta=None,
             rho=None,
-            count_fraction=rel.DEFAULT_COUNT_FRACTION,
-            one_way_weight=rel.AUTO_ONE_WAY_WEIGHT,
+            count_fraction=DEFAULT_COUNT_FRACTION,
+            one_way_weight=AUTO_ONE_WAY_WEIGHT,
             bound_cells=None,
         )
-        budget = rel.Budget.of(epsilon=eps)
-        meas, _, _ = rel.make_spanning_sketch(
+        budget = Budget.of(epsilon=eps)
+        meas, _, _ = make_spanning_sketch(
             dps.box_domain((lo.tolist(), hi.tolist()), column_names=cols),
             dp.symmetric_distance(),
             budget,
@@ -216,15 +219,15 @@ def run_ours(system: str, name: str, X, cols, lo, hi, eps, seed, queries, E, use
             full,
             keep,
             SELECTION,
-            one_way_weight=rel.AUTO_ONE_WAY_WEIGHT,
+            one_way_weight=AUTO_ONE_WAY_WEIGHT,
         )
-        sk = rel.release_once(meas, X, budget, 1)
+        sk = release_once(meas, X, budget, 1)
     elif system.startswith("hist"):
         fm: Any = dps.Histogram(bounds=(lo.tolist(), hi.tolist()), bins=BINS)
     else:
         # every 1-way marginal at 16 bins, every 2-way as fine as the automatic rule allows for a
         # public row estimate (the row count to two significant digits) and this budget
-        from opendp_sketch.release import auto_marginals
+        from opendp_sketch.plan import auto_marginals
 
         fm = auto_marginals(
             (lo.tolist(), hi.tolist()),

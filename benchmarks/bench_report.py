@@ -8,7 +8,7 @@ map has something to show. One release per width (ε = 1, every release option a
 then:
 
 * **decode**: ``dps.M2M(sk)`` (what the CLI does before it writes the page);
-* **report**: ``dps.write_report(sk, path, est)`` with that decoded ``est``, on a fresh ``M2M``
+* **report**: ``opendp_sketch.report.write_report(sk, path, est)`` with that decoded ``est``, on a fresh ``M2M``
   of the same sketch each time (the estimator caches interval work, which a first report pays);
 * the page's size, and the ratio report / decode (medians).
 
@@ -113,6 +113,7 @@ def widen(base: pl.DataFrame, d: int, seed: int = 41) -> tuple[pl.DataFrame, dic
 def measure(sk: Any, repeats: int, args: Any) -> dict[str, Any]:
     """Decode and report timings of one release (each repeat: a fresh decode, then a report)."""
     import opendp_sketch as dps
+    from opendp_sketch import report as sketch_report
 
     decode, report, cpu, main_cpu, bg = [], [], [], [], []
     size = 0
@@ -124,7 +125,7 @@ def measure(sk: Any, repeats: int, args: Any) -> dict[str, Any]:
                 est = dps.M2M(sk)
             with Probe() as p2:
                 t0 = time.thread_time()
-                dps.write_report(sk, path, est)
+                sketch_report.write_report(sk, path, est)
                 drawing = time.thread_time() - t0
             load = [b for b in (p1.background_cores, p2.background_cores) if b is not None]
             return (p1.wall, p2.wall, p2.cpu, drawing), (max(load) if load else None)

@@ -125,7 +125,7 @@ first and releases from it.
 
 Peak memory of the streamed path depends on the batch size (65,536 rows) and the map's chunk
 buffers, not on the number of rows. A file path is read through PyArrow
-(`opendp_sketch.streaming.scan_parquet_bounded`: no pre-buffering of whole row groups), so its
+(`opendp_sketch.backends.streaming.scan_parquet_bounded`: no pre-buffering of whole row groups), so its
 peak does not depend on the row-group size either; a `pl.scan_parquet` frame given by the user
 is read by Polars, which decodes whole row groups, several at a time.
 """

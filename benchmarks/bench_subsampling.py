@@ -4,7 +4,7 @@ Setting (full mode): a Gaussian mixture as in the compressive k-means experiment
 centres ~ N(0, (2.5·k^{1/d})² I_d), unit covariance, d = 10, n = 10^6 rows
 (``np.random.default_rng(DATA_SEED)``), public box [-12, 12]^d (from the generating law, not the
 data); RFF with m = 2000 features (m' = 1000 = 10kd frequencies, the compressive k-means size),
-Gaussian kernel, bandwidth 3 (= ``dps.compressive_feature_map``'s box rule, mean width / 8).
+Gaussian kernel, bandwidth 3 (= ``opendp_sketch.estimators.compressive_feature_map``'s box rule, mean width / 8).
 
 Maps, all with the same frequencies: the baseline ``dps.RFF`` and
 ``SubsampledRFF(r)`` for r ∈ {1, m'/10, m'} (r = m' is no subsampling: the same integers as

@@ -79,9 +79,9 @@ def _write(path: Path, n: int, part: int) -> None:
 def setup(config: dict[str, Any]):
     import opendp.prelude as dp
     import polars as pl
-    from opendp_sketch.tables import as_frame
 
     import opendp_sketch as dps
+    from opendp_sketch.backends.tables import as_frame
 
     dp.enable_features("contrib", "honest-but-curious")
     path, mode = config["path"], config["mode"]

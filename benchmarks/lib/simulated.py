@@ -22,7 +22,7 @@ def simulated_release(fm, exact, n: int, z, zc: float, eps: float, lo, hi, cols,
     choices on common noise (numpy noise with the mechanism's law; not a privacy release).
     ``schema``: the public schema the columns were encoded by (recorded in the sketch)."""
     import opendp_sketch as dps
-    from opendp_sketch.release import DEFAULT_COUNT_FRACTION
+    from opendp_sketch.budget import DEFAULT_COUNT_FRACTION
 
     b = fm.sensitivity(1) / (eps * (1.0 - DEFAULT_COUNT_FRACTION))
     bc = 1.0 / (eps * DEFAULT_COUNT_FRACTION)
