@@ -8,7 +8,7 @@ Setting (full mode):
   ``RACE(dim=10, rows=80, buckets=80)`` (l2 family, bucket width 1), ``Histogram(bins=100)``
   (marginals); released with ``dps.release_sketch(..., epsilon=ε)`` (OpenDP discrete Laplace,
   budget split 0.98 / 0.02 between sum and count), ε ∈ 10^{-2..2} (9 values), 20 releases each.
-  ``M2M(sketch, n_samples=100_000, lam="auto")``. Metrics (averaged over columns, then over
+  ``M2M(sketch, n_samples=100_000, lam="auto", method="ridge")``. Metrics (averaged over columns, then over
   releases): mean MRE, second-moment MRE, CDF EMD on 10 equi-spaced points per column
   (Σ_k |F̂(t_k) − F(t_k)| · 0.1), covariance Frobenius error, and the mean absolute error of 100
   random 3-predicate counting queries (as a fraction of n). ε = ∞ is the noise-free sketch.
@@ -25,6 +25,18 @@ Setting (full mode):
   (Gram matrix, eigendecomposition, λ, weights) and warm (a second sketch of the same map reuses
   the eigendecomposition), then each further query.
 
+What changed since the script was written (2026-11-22): ``M2M``'s default decoder became
+``method="synthetic"`` (weighted points fitted to the sketch by mirror descent, 2026-11-23), which
+has no λ (``est.lam`` is ``None``, hence the old "median of None" failure in the λ-rule section),
+no design cache and no ``return_std``. This benchmark measures the M2M paper's ridge estimator, so
+every ``M2M`` here, and the one ``LogisticRegression`` builds (``m2m_options``), is now called
+with ``method="ridge"`` (``lib.random10.M2M_METHOD``): the same estimator, λ rules and prior
+sample count as before, so the numbers stay comparable with the earlier results.
+Since 2026-11-24 ``LogisticRegression`` refuses, before decoding, a sketch that never measures the
+label together with a feature (a ``Histogram``: one-column marginals). The HIST row of the
+logistic table showed exactly that (an AUC no better than chance); it now records the refusal,
+which is what the same call gives a user today.
+
 Usage: ``python benchmarks/bench_m2m.py [--quick] [--out-dir DIR] [--repeats R]``
 """
 
@@ -39,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lib as C  # noqa: E402
-from lib.random10 import DATA_SEED, FULL, GRID, QUICK, speed  # noqa: E402
+from lib.random10 import DATA_SEED, FULL, GRID, M2M_METHOD, QUICK, speed  # noqa: E402
 
 NAME = "bench_m2m"
 QUERY_SEED = 7
@@ -193,7 +205,7 @@ def main() -> None:
     design_s: dict[str, float] = {}
     for name, fm in maps.items():
         t0 = time.perf_counter()
-        exact[name] = _metrics(dps.M2M(_exact_sketch(fm, X), n_samples=ns), truth, queries)
+        exact[name] = _metrics(dps.M2M(_exact_sketch(fm, X), n_samples=ns, method=M2M_METHOD), truth, queries)
         design_s[name] = time.perf_counter() - t0
         C.progress(
             f"{name}: noise-free sketch, first M2M (design) {design_s[name]:.1f} s, mean MRE {exact[name]['mean']:.2e}"
@@ -202,7 +214,7 @@ def main() -> None:
             runs = []
             for _ in range(repeats):
                 sk = dps.release_sketch(X, fm, bounds=(0, 1), epsilon=eps)
-                runs.append(_metrics(dps.M2M(sk, n_samples=ns), truth, queries))
+                runs.append(_metrics(dps.M2M(sk, n_samples=ns, method=M2M_METHOD), truth, queries))
             results[name][eps] = runs
             C.progress(f"{name} ε={eps:g}: mean MRE {np.mean([r['mean'] for r in runs]):.4f}")
 
@@ -214,7 +226,7 @@ def main() -> None:
         for _ in range(repeats):
             sk = dps.release_sketch(X, fm, bounds=(0, 1), epsilon=1.0)
             for rule in errs:
-                est = dps.M2M(sk, n_samples=ns, lam=rule)
+                est = dps.M2M(sk, n_samples=ns, lam=rule, method=M2M_METHOD)
                 errs[rule].append(float(np.mean(np.abs(est.mean() - truth["mean"]) / truth["mean"])))
                 lams[rule].append(est.lam)
         lam_rows.append([name] + [f"{C.fmt(np.mean(errs[r]))} (λ≈{C.fmt(np.median(lams[r]))})" for r in errs])
@@ -245,14 +257,24 @@ def main() -> None:
         "HIST": dps.Histogram(bounds=(0, 1), bins=20, dim=6),
     }
     lr: dict[str, dict[float, list[float]]] = {k: {} for k in lr_maps}
+    refused: dict[str, str] = {}  # map → the library's refusal (no joint measurement of the label)
     D = np.column_stack([Xtr, ytr])
     for name, fm in lr_maps.items():
         for eps in cfg["lr_eps"]:
             aucs = []
             for _ in range(cfg["lr_repeats"]):
                 sk = dps.release_sketch(D, fm, bounds=(0, 1), epsilon=eps)
-                clf = dps.LogisticRegression(m2m_options={"n_samples": ns}).fit(sk)
+                try:
+                    clf = dps.LogisticRegression(m2m_options={"n_samples": ns, "method": M2M_METHOD}).fit(sk)
+                except ValueError as e:
+                    if "cannot carry how it depends on the features" not in str(e):
+                        raise
+                    refused[name] = str(e).split(";")[0]
+                    break
                 aucs.append(_auc(yte, clf.decision_function(Xte)))
+            if name in refused:
+                C.progress(f"logistic {name}: refused ({refused[name]})")
+                break
             lr[name][eps] = aucs
             C.progress(f"logistic {name} ε={eps:g}: AUC {np.mean(aucs):.3f}")
 
@@ -316,7 +338,15 @@ def main() -> None:
             for k in ("mean", "m2", "cdf")
         ],
     )
-    lr_rows = [[name] + [f"{np.mean(lr[name][e]):.3f}" for e in cfg["lr_eps"]] for name in lr_maps]
+    lr_rows = [
+        [name]
+        + (
+            ["refused (†)"] * len(cfg["lr_eps"])
+            if name in refused
+            else [f"{np.mean(lr[name][e]):.3f}" for e in cfg["lr_eps"]]
+        )
+        for name in lr_maps
+    ]
     lr_rows.append(["non-private logistic regression"] + [f"{auc_np:.3f}"] * len(cfg["lr_eps"]))
     hist_sigma = float(np.sqrt(2) * d / (0.98 * e1))
     centres = (np.arange(cfg["bins"]) + 0.5) / cfg["bins"]
@@ -324,7 +354,8 @@ def main() -> None:
     body = f"""## Setting
 
 Random10: n = {n:,} rows uniform on [0, 1]^{d}; {repeats} releases per ε (fresh OpenDP noise each);
-`M2M(sketch, n_samples={ns:,}, lam="auto")`; maps {", ".join(f"`{fm!r}`" for fm in maps.values())}.
+`M2M(sketch, n_samples={ns:,}, lam="auto", method="ridge")` (the M2M paper's ridge estimator; the
+package's default decoder is `method="synthetic"`); maps {", ".join(f"`{fm!r}`" for fm in maps.values())}.
 Construction of the first M2M per map (Gram matrix + eigendecomposition, reused afterwards):
 {", ".join(f"{k} {v:.1f} s" for k, v in design_s.items())}.
 
@@ -358,10 +389,12 @@ All 12·d = {12 * d} one-dimensional queries from one sketch at ε = {e1:g}, aga
 
 n = {cfg["lr_n"]:,} training rows, 5 features + label; M2M weights with the label drawn from {{0, 1}}.
 Histogram marginals cannot represent the dependence of the label on the features (their M2M
-weights are a sum of one-column terms), so the fit does not find it and its AUC is not better than
-chance; RFF and ByClass(RFF) capture it.
+weights are a sum of one-column terms; fitted anyway, the AUC was no better than chance);
+RFF and ByClass(RFF) capture it.
 
 {C.md_table(["sketch"] + [f"ε={e:g}" for e in cfg["lr_eps"]], lr_rows)}
+
+(†) `LogisticRegression.fit` refuses such a sketch before decoding: {"; ".join(f"{k}: “{v}”" for k, v in refused.items()) or "none refused"}.
 
 ## Speed (RFF m = {cfg["speed_m"]}, n_samples = {ns:,})
 
@@ -411,6 +444,8 @@ def _plot(
     axes[0, 0].legend(fontsize=8)
     ax = axes[1, 2]
     for name, by_eps in lr.items():
+        if not by_eps:  # refused by the library (no joint measurement of the label)
+            continue
         ax.semilogx(cfg["lr_eps"], [np.mean(by_eps[e]) for e in cfg["lr_eps"]], marker="o", label=name)
     ax.axhline(auc_np, color="k", ls="--", label="non-private")
     ax.set_title("logistic regression: test AUC")

@@ -1,11 +1,16 @@
 """M2M speed alone: building the weights (cold and warm) and each further query.
 
 Setting (full mode): ``RFF(dim=10, num_features=1000, bandwidth=1)`` sketches of n = 27,000 rows
-uniform on [0, 1]^10 (two releases, ε = 1 and 2), ``M2M(sketch, n_samples=100_000)``. *Cold*
+uniform on [0, 1]^10 (two releases, ε = 1 and 2), ``M2M(sketch, n_samples=100_000, method="ridge")``. *Cold*
 clears the design cache, so it includes the Gram matrix and its eigendecomposition; *warm* is a
 second sketch of the same map (the eigendecomposition is reused). Each query is timed in-process:
 one warm-up call, then ``--repeats`` calls, median. The same measurement is part of
 ``bench_m2m.py``; this script runs it alone, so it can be run on a quiet machine.
+
+What changed since the script was written (2026-11-22): ``M2M``'s default decoder became
+``method="synthetic"`` (2026-11-23), which has no design cache (so no cold/warm difference to
+measure) and refuses ``return_std`` ("return_std needs method='ridge'"). The timed decoder is the
+M2M paper's ridge estimator, as before, now named explicitly (``lib.random10.M2M_METHOD``).
 
 Usage: ``python benchmarks/bench_m2m_speed.py [--quick] [--out-dir DIR]``
 """
@@ -40,7 +45,8 @@ def main() -> None:
     bg = probe.read().background_cores
     body = f"""## Setting
 
-RFF with m = {cfg["speed_m"]} features on n = {cfg["n"]:,} rows (d = {cfg["d"]}), `n_samples = {cfg["ns"]:,}`.
+RFF with m = {cfg["speed_m"]} features on n = {cfg["n"]:,} rows (d = {cfg["d"]}),
+`M2M(sketch, n_samples={cfg["ns"]:,}, method="ridge")` (the M2M paper's ridge estimator).
 Other processes used {C.fmt(bg) if bg is not None else "n/a"} cores during the measurement.
 
 ## Result
