@@ -44,7 +44,6 @@ from .estimators import (
     SketchLinearRegression,
     SquaredL2DistanceSum,
     SyntheticDecoder,
-    compressive_kmeans,
 )
 from .estimators.smooth import SmoothKDE, SmoothKernelPlan
 from .features import (
@@ -62,7 +61,7 @@ from .features import (
     SubsampledRFF,
 )
 from .measurements import make_private_sketch, then_private_sketch
-from .plan import auto_feature_map
+from .plan import Plan, auto_feature_map
 from .planning import suggest_sketch_size
 from .postprocessors import make_m2m, then_m2m
 from .projections import JLProjection
@@ -103,6 +102,7 @@ __all__ = [
     "Categorical",
     "Boolean",
     "auto_feature_map",
+    "Plan",
     "suggest_sketch_size",
     "Budget",
     # backends: OpenDP-style constructors, one dispatch on the input domain
@@ -140,7 +140,6 @@ __all__ = [
     "SquaredL2DistanceSum",
     "CompressiveKMeans",
     "CompressiveGMM",
-    "compressive_kmeans",
     "CompressivePCA",
     "RACELinearRegression",
     "SmoothKDE",

@@ -86,6 +86,7 @@ MOVED: dict[str, tuple[str, str]] = {
     "exp_sum_error_bound": ("opendp_sketch.estimators.smooth", "exp_sum_error_bound"),
     "compressive_feature_map": ("opendp_sketch.estimators", "compressive_feature_map"),
     "compressive_pca": ("opendp_sketch.estimators", "compressive_pca"),
+    "compressive_kmeans": ("opendp_sketch.estimators", "compressive_kmeans"),
     "feature_map_from_dict": ("opendp_sketch.features", "feature_map_from_dict"),
     "write_report": ("opendp_sketch.report", "write_report"),
     "SketchSizePlan": ("opendp_sketch.planning", "SketchSizePlan"),

@@ -204,22 +204,24 @@ def _release(args: argparse.Namespace) -> int:
             f"--out {args.out} exists (an earlier release?); choose another path, or pass --force to replace it"
         )
     fm = _feature_map(args, schema)
+    try:  # everything the release measures and spends, validated before the data is read
+        plan = dps.Plan(
+            schema,
+            fm,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            rho=args.rho,
+            pair_selection=args.pair_selection,
+            pairs=args.pairs,
+            rows_fraction=args.rows_fraction,
+        )
+    except ValueError as e:
+        raise ValueError(_in_cli_words(str(e))) from None
     t0 = time.perf_counter()
     print(f"releasing {args.map} sketch of {args.data} (columns {schema.columns}) ...", file=sys.stderr)
     with _progress_bar(args.progress, "release pass", unit="rows", unit_scale=True) as progress:
         try:
-            sk = dps.release_sketch(
-                args.data,
-                fm,
-                schema=schema,
-                epsilon=args.epsilon,
-                delta=args.delta,
-                rho=args.rho,
-                progress=progress,
-                pair_selection=args.pair_selection,
-                pairs=args.pairs,
-                rows_fraction=args.rows_fraction,
-            )
+            sk = dps.release_sketch(args.data, plan, progress=progress)
         except ValueError as e:
             raise ValueError(_in_cli_words(str(e))) from None
     sk.save(args.out)

@@ -24,7 +24,7 @@ from .backends.tables import make_lazyframe_to_table
 from .budget import DEFAULT_COUNT_FRACTION
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .measurements import make_private_sketch, then_private_sketch
-from .plan import auto_feature_map
+from .plan import PairsRule, Plan, auto_feature_map
 from .postprocessors import m2m_estimate
 from .projections import make_jl_projection
 from .schema import Schema
@@ -108,7 +108,7 @@ def make_m2m_in_context(
 
 def release_sketch_in_context(
     context: Any,
-    feature_map: FeatureMap | None = None,
+    feature_map: FeatureMap | Plan | None = None,
     bounds: Any = None,
     column_names: Sequence[str] | None = None,
     *,
@@ -140,6 +140,10 @@ def release_sketch_in_context(
     Nothing in the released function raises on data: null/NaN read as ``impute`` (or the lower
     bound; a schema's null rules) and values outside ``bounds`` are clipped, so every query is
     charged.
+
+    A :class:`~opendp_sketch.Plan` may stand in for the map (``release_sketch_in_context(ctx,
+    plan)``): its schema or box, map, pair rule and count share are used, and its budget is the
+    loss spent from the context (ε for a pure context, ρ for a zCDP one).
 
     :raises ValueError: for a context on other data, missing columns or columns whose types do
         not fit, a map without bounds or a schema, or no loss
@@ -175,6 +179,27 @@ def release_sketch_in_context(
     """
     accountant = context.accountant
     domain, metric = accountant.input_domain, accountant.input_metric
+    pairs: PairsRule = "rule"
+    fine_bins: int | None = None
+    if isinstance(feature_map, Plan):  # the plan holds the map (or schema), the count's share and the loss
+        plan, feature_map = feature_map, None
+        if any(v is not None for v in (bounds, column_names, schema, loss, impute, count_fraction)):
+            raise ValueError(
+                "the plan holds what the sketch measures and spends: pass the context and the plan alone"
+            )
+        kind = "epsilon" if accountant.output_measure == dp.max_divergence() else "rho"
+        if plan.budget.kind != kind:
+            raise ValueError(
+                f"the context accounts {kind}: build the plan with {kind}= (its share of the context)"
+            )
+        loss, count_fraction, pairs, fine_bins = (
+            plan.budget.d_out,
+            plan.count_fraction,
+            plan.pairs,
+            plan.fine_bins,
+        )
+        schema, feature_map, bounds = plan.schema, plan.feature_map, plan.bounds
+        impute, column_names = plan.impute, plan.column_names
     if loss is None:
         mids = getattr(context, "d_mids", None)
         if not mids:
@@ -197,6 +222,8 @@ def release_sketch_in_context(
                 epsilon=float(loss) if pure else None,
                 rho=None if pure else float(loss),
                 count_fraction=fraction,
+                pairs=pairs,
+                fine_bins=fine_bins,
             )
     elif feature_map is None or bounds is None:
         raise ValueError("give schema= (a table's public schema), or a feature_map and its public bounds")

@@ -17,12 +17,14 @@ The measured evidence behind each rule and constant is in ``docs/design/planning
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
-from ._validate import check_fraction
+from ._validate import check_bounds, check_column_names, check_fraction
+from .backends.domains import box_data_bounds
 from .budget import DEFAULT_COUNT_FRACTION, Budget
 from .features.base import FeatureMap
 from .features.composite import Composite
@@ -32,6 +34,8 @@ from .selection import Forest
 
 __all__ = [
     "AUTO_SELECTION",
+    "Plan",
+    "as_schema",
     "DEFAULT_SELECTION_FRACTION",
     "PairsRule",
     "auto_blocks",
@@ -230,14 +234,14 @@ def weighted_map(fm: Marginals, weight: float) -> FeatureMap:
     return Composite([fm.take(p) for p, _ in parts], weights=[w for _, w in parts])
 
 
-def check_pairs(pairs: Any) -> str:
+def check_pairs(pairs: Any) -> PairsRule:
     """``pairs`` of the automatic map, checked: ``"rule"``, ``"all"`` or ``"none"``.
 
     >>> check_pairs("all")
     'all'
     """
     if isinstance(pairs, str) and pairs in AUTO_PAIRS:
-        return pairs
+        return pairs  # type: ignore[return-value]
     raise ValueError(
         f"pairs ({pairs!r}) must be 'rule' (the row-estimate rule, the default), 'all' (every 2-way "
         "marginal) or 'none' (1-way marginals only)"
@@ -567,3 +571,324 @@ def warn_if_tree_is_noise(ratio: float, rows: int) -> None:
             "or a larger budget",
             stacklevel=4,
         )
+
+
+# -- the Plan: everything that decides what a release measures, validated once ---------------
+
+
+def as_schema(schema: Any) -> Schema:
+    """A :class:`~opendp_sketch.Schema` from itself, its dict, or a JSON file path / text."""
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, dict):
+        return Schema.from_dict(schema) if "columns" in schema else Schema(schema)
+    if isinstance(schema, (str, os.PathLike)):
+        return Schema.from_json(schema)
+    raise ValueError(f"schema ({schema!r}) must be a dps.Schema, a dict or a JSON file path")
+
+
+def _positive_contributions(contributions: Any) -> int:
+    if isinstance(contributions, bool) or not isinstance(contributions, int) or contributions < 1:
+        raise ValueError(f"contributions ({contributions!r}) must be a positive integer")
+    return contributions
+
+
+class Plan:
+    r"""What a release measures and spends, decided once from public facts and validated before
+    any data is read: a public **schema** (the automatic map, or a map of yours on its encoded
+    columns) or a **box** (a feature map and its public bounds), the budget, the privacy unit,
+    the count's share, and for a schema the pair rule, the private tree's share, the 1-way
+    resolution and the row count's share.
+
+    Options that belong to the other kind of plan are refused here, naming the fix, so a plan
+    that exists is one a release can run. :func:`~opendp_sketch.release_sketch` takes it
+    (``release_sketch(data, plan)``) on every backend and records it in
+    ``sketch.privacy["plan"]``; it round-trips through :meth:`to_dict` / :meth:`from_dict`
+    (JSON-ready).
+
+    :param schema: a :class:`~opendp_sketch.Schema`, its dict, or a JSON path (a schema plan)
+    :param feature_map: the public map (a box plan; with a schema, a map on its encoded columns)
+    :param bounds: the public box ``(lower, upper)`` (box plans only)
+    :param epsilon: ε; ``delta`` switches to Gaussian noise; or ``rho`` for zCDP
+    :param contributions: rows one individual may contribute (the privacy unit)
+    :param count_fraction: share of the budget for the noisy count
+    :param pairs: schema plans with the automatic map: ``"rule"``, ``"all"`` or ``"none"``
+    :param pair_selection: schema plans with the automatic map: the private tree's share,
+        ``"auto"`` or ``None``
+    :param fine_bins: schema plans with the automatic map: bins of numeric 1-way marginals
+    :param rows_fraction: schema plans without a ``rows`` estimate: the noisy row count's share
+        (``0``: none)
+    :param impute: box plans: public value(s) replacing NaN
+    :param column_names: box plans: the columns to read (frames) or names to record (arrays)
+    :param projection: box plans: a :class:`~opendp_sketch.JLProjection` applied before the map
+    :raises ValueError: on anything a release would refuse before reading data
+    :example:
+
+    >>> import opendp_sketch as dps
+    >>> plan = dps.Plan(dps.Schema({"age": (18, 90), "cut": ["Fair", "Ideal"]}), epsilon=1.0, pairs="all")
+    >>> plan.kind, plan.budget.d_out, plan.pairs
+    ('schema', 1.0, 'all')
+    >>> dps.Plan.from_dict(plan.to_dict()) == plan
+    True
+    >>> dps.Plan(dps.Schema({"age": (18, 90)}), epsilon=1.0, bounds=(0, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: with a schema, bounds, null rules and columns come from the schema: drop bounds=, impute=, column_names= and projection=
+    """
+
+    kind: Literal["schema", "box"]
+    schema: Schema | None
+    feature_map: FeatureMap | None
+    bounds: tuple[np.ndarray, np.ndarray] | None
+    budget: Budget
+    contributions: int
+    count_fraction: float
+    pairs: PairsRule
+    pair_selection: float | str | None
+    fine_bins: int | None
+    rows_fraction: float | None
+    impute: Any
+    column_names: list[str] | None
+    projection: Any
+
+    def __init__(
+        self,
+        schema: Any = None,
+        feature_map: FeatureMap | None = None,
+        bounds: Any = None,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        contributions: int = 1,
+        count_fraction: float = DEFAULT_COUNT_FRACTION,
+        pairs: PairsRule = "rule",
+        pair_selection: float | Literal["auto"] | None = "auto",
+        fine_bins: int | None = None,
+        rows_fraction: float | None = None,
+        impute: float | Sequence[float] | None = None,
+        column_names: Sequence[str] | None = None,
+        projection: Any = None,
+    ) -> None:
+        if isinstance(schema, FeatureMap):  # Plan(feature_map, bounds, ...)
+            if bounds is not None:
+                raise ValueError("give Plan(feature_map, bounds, ...) or Plan(schema, feature_map, ...)")
+            schema, feature_map, bounds = None, schema, feature_map
+        if feature_map is not None and not isinstance(feature_map, FeatureMap):
+            raise ValueError(f"feature_map ({feature_map!r}) must be an opendp_sketch feature map")
+        self.feature_map = feature_map
+        self.count_fraction = check_fraction(count_fraction)
+        if schema is not None:
+            if bounds is not None or impute is not None or column_names is not None or projection is not None:
+                raise ValueError(
+                    "with a schema, bounds, null rules and columns come from the schema: "
+                    "drop bounds=, impute=, column_names= and projection="
+                )
+            self.kind = "schema"
+            self.schema = as_schema(schema)
+            self.budget = Budget.of(epsilon, delta, rho)
+            self._check_schema_options(pairs, pair_selection, fine_bins, rows_fraction)
+            self.bounds = None
+            self.impute, self.column_names, self.projection = None, None, None
+        else:
+            if rows_fraction is not None:
+                raise ValueError(
+                    "rows_fraction plans the automatic map of a schema release: give schema= or drop it"
+                )
+            if pair_selection not in (None, AUTO_SELECTION) or fine_bins is not None or pairs != "rule":
+                raise ValueError(
+                    "pair_selection, fine_bins and pairs shape the automatic map of a schema: give "
+                    "schema=dps.Schema({...}) and no feature_map"
+                )
+            if feature_map is None or bounds is None:
+                raise ValueError(
+                    "give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds"
+                )
+            self.kind, self.schema = "box", None
+            self.budget = Budget.of(epsilon, delta, rho)
+            self.pairs, self.pair_selection, self.fine_bins, self.rows_fraction = "rule", None, None, None
+            if projection is None:
+                lo, hi = box_data_bounds(bounds, feature_map)
+            else:
+                lo, hi = check_bounds(bounds, getattr(projection, "input_dim", None))
+            self.bounds = (lo, hi)
+            self.impute = impute
+            self.column_names = check_column_names(column_names)
+            self.projection = projection
+        self.contributions = _positive_contributions(contributions)
+
+    def _check_schema_options(
+        self, pairs: Any, pair_selection: Any, fine_bins: Any, rows_fraction: Any
+    ) -> None:
+        fm, schema = self.feature_map, self.schema
+        assert schema is not None
+        if fine_bins is not None and fm is not None:
+            raise ValueError("fine_bins shapes the automatic map: drop feature_map= or fine_bins=")
+        pairs = check_pairs(pairs)
+        if pairs != "rule" and fm is not None:
+            raise ValueError("pairs shapes the automatic map: drop feature_map= or pairs=")
+        auto = isinstance(pair_selection, str) and pair_selection == AUTO_SELECTION
+        if not auto and pair_selection is not None:
+            if pairs == "all":
+                raise ValueError(
+                    "pairs='all' measures every 2-way marginal, so pair_selection has nothing to choose: "
+                    "drop one of them"
+                )
+            if fm is not None:
+                raise ValueError(
+                    "pair_selection chooses 2-way marginals of the automatic map: drop feature_map= or "
+                    "pair_selection="
+                )
+            pair_selection = check_fraction(pair_selection, "pair_selection")
+        no_count = rows_fraction is not None and not isinstance(rows_fraction, bool) and rows_fraction == 0
+        if rows_fraction is not None and not no_count:
+            check_fraction(rows_fraction, "rows_fraction")
+            if fm is not None or schema.rows is not None:
+                raise ValueError(
+                    "rows_fraction counts the rows to plan the automatic map of a table in memory or in "
+                    "files whose schema has no rows estimate (and no feature_map): drop it here"
+                )
+        if fm is not None and fm.input_dim != len(schema):
+            raise ValueError(
+                f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}"
+            )
+        self.pairs, self.pair_selection, self.fine_bins = pairs, pair_selection, fine_bins
+        self.rows_fraction = 0.0 if no_count else rows_fraction
+
+    @property
+    def counts_rows(self) -> bool:
+        """Whether the release first counts the rows privately to plan its map: a schema plan
+        with the automatic map, no public ``rows`` and a non-zero ``rows_fraction``."""
+        return (
+            self.kind == "schema"
+            and self.feature_map is None
+            and self.schema is not None
+            and self.schema.rows is None
+            and self.rows_fraction != 0
+        )
+
+    def planned_map(self) -> FeatureMap:
+        """The map the release will measure, when public facts decide it: a given map, or the
+        automatic map of a schema with a public ``rows`` estimate (or none counted) and no
+        private tree to choose.
+
+        :raises ValueError: when the map depends on released values (a noisy row count, or a
+            private tree of pairs): those are decided inside the release
+        """
+        if self.feature_map is not None:
+            return self.feature_map
+        assert self.schema is not None
+        if self.counts_rows:
+            raise ValueError(
+                "this plan counts the rows privately before choosing its map: give the schema a public "
+                "rows estimate, or rows_fraction=0, to see the map beforehand"
+            )
+        full, keep = schema_blocks(
+            self.schema,
+            **self.budget.kwargs(),
+            count_fraction=self.count_fraction,
+            one_way_weight=AUTO_ONE_WAY_WEIGHT,
+            fine_bins=self.fine_bins,
+            pairs=self.pairs,
+        )
+        tree = self.pair_selection
+        if isinstance(tree, str) and self.pairs == "rule":
+            tree = auto_tree(self.budget, full, keep, self.schema.rows, self.count_fraction)
+        if tree is not None and not isinstance(tree, str) and tree_rounds(full, keep)[1] > 0:
+            raise ValueError(
+                "this plan chooses a tree of pairs privately inside the release: pass pair_selection=None "
+                "to see the map beforehand"
+            )
+        return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT)
+
+    def options(self) -> dict[str, Any]:
+        """The plan's choices as plain values (no schema, map or box): what a sketch records."""
+        budget: dict[str, Any] = {"kind": self.budget.kind}
+        if self.budget.kind == "epsilon_delta":
+            budget["epsilon"], budget["delta"] = self.budget.d_out
+        else:
+            budget["rho" if self.budget.kind == "rho" else "epsilon"] = float(self.budget.d_out)
+        return {
+            "kind": self.kind,
+            "budget": budget,
+            "contributions": self.contributions,
+            "count_fraction": self.count_fraction,
+            "pairs": self.pairs,
+            "pair_selection": self.pair_selection,
+            "fine_bins": self.fine_bins,
+            "rows_fraction": self.rows_fraction,
+            "automatic_map": self.kind == "schema" and self.feature_map is None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict :meth:`from_dict` reads back."""
+        out = self.options()
+        out["schema"] = None if self.schema is None else self.schema.to_dict()
+        out["feature_map"] = None if self.feature_map is None else self.feature_map.to_dict()
+        if self.kind == "box":
+            assert self.bounds is not None
+            out["bounds"] = [self.bounds[0].tolist(), self.bounds[1].tolist()]
+            out["impute"] = None if self.impute is None else np.asarray(self.impute, dtype=float).tolist()
+            out["column_names"] = self.column_names
+            out["projection"] = None if self.projection is None else self.projection.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any]) -> Plan:
+        """The plan :meth:`to_dict` wrote (validated again).
+
+        :raises ValueError: on an unknown key, naming it
+        """
+        known = {
+            "kind", "budget", "contributions", "count_fraction", "pairs", "pair_selection", "fine_bins",
+            "rows_fraction", "automatic_map", "schema", "feature_map", "bounds", "impute", "column_names",
+            "projection",
+        }  # fmt: skip
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise ValueError(f"unknown plan keys {unknown}; a plan has {sorted(known)}")
+        budget = dict(spec["budget"])
+        budget.pop("kind", None)
+        fm = spec.get("feature_map")
+        feature_map = None if fm is None else FeatureMap.from_dict(fm)
+        common: dict[str, Any] = {
+            **budget,
+            "contributions": spec.get("contributions", 1),
+            "count_fraction": spec.get("count_fraction", DEFAULT_COUNT_FRACTION),
+        }
+        if spec.get("kind") == "schema":
+            return cls(
+                Schema.from_dict(spec["schema"]),
+                feature_map,
+                pairs=spec.get("pairs", "rule"),
+                pair_selection=spec.get("pair_selection", AUTO_SELECTION),
+                fine_bins=spec.get("fine_bins"),
+                rows_fraction=spec.get("rows_fraction"),
+                **common,
+            )
+        projection = spec.get("projection")
+        if projection is not None:
+            from .projections import JLProjection
+
+            projection = JLProjection.from_dict(projection)
+        bounds = spec.get("bounds")
+        return cls(
+            None,
+            feature_map,
+            None if bounds is None else (bounds[0], bounds[1]),
+            impute=spec.get("impute"),
+            column_names=spec.get("column_names"),
+            projection=projection,
+            **common,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        o = self.options()
+        what = f"schema={list(self.schema.columns)}" if self.schema is not None else "box"
+        return f"Plan({what}, budget={o['budget']}, contributions={self.contributions}, pairs={self.pairs!r})"

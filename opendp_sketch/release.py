@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import opendp.prelude as dp
 
-from ._validate import check_chunking, check_column_names, check_fraction
+from ._validate import check_chunking
 from .adaptive import DEFAULT_ROWS_FRACTION, make_row_estimated_sketch, make_spanning_sketch
 from .backends.domains import box_data_bounds
 from .backends.memory import check_finite, check_rows, make_clamped_sum_and_count, memory_source, to_array
@@ -43,9 +43,9 @@ from .plan import (
     AUTO_ONE_WAY_WEIGHT,
     AUTO_SELECTION,
     PairsRule,
+    Plan,
     auto_feature_map,
     auto_tree,
-    check_pairs,
     kept_map,
     schema_blocks,
     tree_ratio,
@@ -54,14 +54,15 @@ from .plan import (
 from .schema import Schema
 from .sketch import Sketch
 
-__all__ = ["release_sketch", "as_schema"]
+__all__ = ["release_sketch"]
 
 
 def release_sketch(
     data: Any,
-    feature_map: FeatureMap | None = None,
+    feature_map: FeatureMap | Plan | None = None,
     bounds: Any = None,
     *,
+    plan: Plan | None = None,
     schema: Any = None,
     epsilon: float | None = None,
     delta: float | None = None,
@@ -105,6 +106,11 @@ def release_sketch(
         with a ``schema`` optional (chosen from it)
     :param bounds: public ``(lower, upper)`` per column; values outside are clipped (not with a
         ``schema``, which holds them)
+    :param plan: a :class:`~opendp_sketch.Plan` holding everything the release measures and
+        spends (also accepted in ``feature_map``'s place: ``release_sketch(data, plan)``); then no
+        other argument that shapes the release may be given. Without it, the plan is built from
+        the arguments below (``Plan(schema, feature_map, bounds, epsilon=..., ...)``) and
+        validated before any data is read. The sketch records it in ``sk.privacy["plan"]``
     :param schema: the public table schema (see above)
     :param epsilon: ε
     :param delta: δ (switches to Gaussian noise)
@@ -182,33 +188,52 @@ def release_sketch(
             f"progress ({progress!r}) must be a callable progress(rows_done, rows_total) or None"
         )
     check_chunking(chunk_rows, n_jobs)  # here too: inside the scale search an error would be swallowed
-    cluster = backend_of_data(data)  # a Dask or Spark collection: its backend, else None (local)
-    if cluster is not None and (projection is not None or progress is not None):
-        raise ValueError(f"projection= and progress= need local data, not a {cluster.name} collection")
-    if schema is not None:
-        _no_box_arguments(bounds, impute, column_names, projection)
-        return _release_table(
-            data,
-            as_schema(schema),
-            feature_map,
-            Budget.of(epsilon, delta, rho),
-            contributions,
-            count_fraction,
-            chunk_rows,
-            n_jobs,
-            progress,
-            pair_selection,
-            fine_bins,
-            pairs,
-            backend=cluster,
-            rows_fraction=rows_fraction,
+    if isinstance(feature_map, Plan):
+        plan, feature_map = feature_map, None
+    shaping = {
+        "feature_map": feature_map is None, "bounds": bounds is None, "schema": schema is None,
+        "epsilon": epsilon is None, "delta": delta is None, "rho": rho is None,
+        "contributions": contributions == 1, "count_fraction": count_fraction == DEFAULT_COUNT_FRACTION,
+        "impute": impute is None, "column_names": column_names is None, "projection": projection is None,
+        "pair_selection": isinstance(pair_selection, str) and pair_selection == AUTO_SELECTION,
+        "fine_bins": fine_bins is None, "pairs": pairs == "rule", "rows_fraction": rows_fraction is None,
+    }  # fmt: skip
+    if plan is None:
+        plan = Plan(
+            schema, feature_map, bounds, epsilon=epsilon, delta=delta, rho=rho, contributions=contributions,
+            count_fraction=count_fraction, pairs=pairs, pair_selection=pair_selection, fine_bins=fine_bins,
+            rows_fraction=rows_fraction, impute=impute, column_names=column_names, projection=projection,
+        )  # fmt: skip
+    elif not isinstance(plan, Plan):
+        raise ValueError(f"plan ({plan!r}) must be a dps.Plan")
+    elif not all(shaping.values()):
+        given = [name for name, default in shaping.items() if not default]
+        raise ValueError(
+            f"the plan holds what the release measures and spends: drop {given} or build the plan with them"
         )
-    if rows_fraction is not None:
-        raise ValueError("rows_fraction plans the automatic map of a schema release: give schema= or drop it")
-    feature_map = _map_and_bounds(feature_map, bounds, pair_selection, fine_bins, pairs)
-    count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
-    budget = Budget.of(epsilon, delta, rho)
-    column_names = check_column_names(column_names)
+    sketch = _release(data, plan, chunk_rows, n_jobs, progress)
+    sketch.privacy["plan"] = plan.options()
+    return sketch
+
+
+def _release(
+    data: Any, plan: Plan, chunk_rows: int, n_jobs: int | None, progress: Callable[[int, int], None] | None
+) -> Sketch:
+    """Release ``data`` as ``plan`` says: by its backend, checked on the curator's side first."""
+    cluster = backend_of_data(data)  # a Dask or Spark collection: its backend, else None (local)
+    if cluster is not None and (plan.projection is not None or progress is not None):
+        raise ValueError(f"projection= and progress= need local data, not a {cluster.name} collection")
+    if plan.schema is not None:
+        return _release_table(data, plan, chunk_rows, n_jobs, progress, cluster)
+    feature_map, bounds, budget = plan.feature_map, plan.bounds, plan.budget
+    assert feature_map is not None
+    count_fraction = check_release_arguments(feature_map, plan.contributions, plan.count_fraction)
+    contributions, impute, column_names, projection = (
+        plan.contributions,
+        plan.impute,
+        plan.column_names,
+        plan.projection,
+    )
     if cluster is not None:
         return _release_cluster_box(
             cluster,
@@ -287,89 +312,35 @@ def release_sketch(
     return release_once(meas, X, budget, contributions)
 
 
-def _no_box_arguments(bounds: Any, impute: Any, column_names: Any, projection: Any = None) -> None:
-    """With a schema, the box, the null rules and the columns are the schema's."""
-    if bounds is not None or impute is not None or column_names is not None or projection is not None:
-        raise ValueError(
-            "with a schema, bounds, null rules and columns come from the schema: "
-            "drop bounds=, impute=, column_names= and projection="
-        )
-
-
-def _map_and_bounds(
-    feature_map: FeatureMap | None, bounds: Any, pair_selection: Any, fine_bins: Any, pairs: Any
-) -> FeatureMap:
-    """Without a schema: the release needs a map and its bounds, and takes none of the options
-    that shape a schema's automatic map."""
-    if pair_selection not in (None, AUTO_SELECTION) or fine_bins is not None or pairs != "rule":
-        raise ValueError(
-            "pair_selection, fine_bins and pairs shape the automatic map of a schema: give "
-            "schema=dps.Schema({...}) and no feature_map"
-        )
-    if feature_map is None or bounds is None:
-        raise ValueError("give a schema (schema=dps.Schema({...})), or a feature_map and its public bounds")
-    return feature_map
-
-
-def as_schema(schema: Any) -> Schema:
-    """A :class:`~opendp_sketch.Schema` from itself, its dict, or a JSON file path / text."""
-    if isinstance(schema, Schema):
-        return schema
-    if isinstance(schema, dict):
-        return Schema.from_dict(schema) if "columns" in schema else Schema(schema)
-    if isinstance(schema, (str, os.PathLike)):
-        return Schema.from_json(schema)
-    raise ValueError(f"schema ({schema!r}) must be a dps.Schema, a dict or a JSON file path")
-
-
 def _release_table(
     data: Any,
-    schema: Schema,
-    feature_map: FeatureMap | None,
-    budget: Budget,
-    contributions: int,
-    count_fraction: float,
+    plan: Plan,
     chunk_rows: int,
     n_jobs: int | None,
     progress: Callable[[int, int], None] | None,
-    pair_selection: float | str | None = None,
-    fine_bins: int | None = None,
-    pairs: str = "rule",
     backend: Backend | None = None,
-    rows_fraction: float | None = None,
 ) -> Sketch:
-    """A table under a public schema: checked by the schema (one pass), then released once.
-    ``backend``: the cluster backend of a Dask or Spark DataFrame, ``None`` for any table
+    """A table under the plan's public schema: checked by the schema (one pass), then released
+    once. ``backend``: the cluster backend of a Dask or Spark DataFrame, ``None`` for any table
     :func:`~opendp_sketch.backends.tables.as_frame` reads; everything else is the same."""
-
-    if fine_bins is not None and feature_map is not None:
-        raise ValueError("fine_bins shapes the automatic map: drop feature_map= or fine_bins=")
-    pairs = check_pairs(pairs)
-    if pairs != "rule" and feature_map is not None:
-        raise ValueError("pairs shapes the automatic map: drop feature_map= or pairs=")
-    auto = isinstance(pair_selection, str) and pair_selection == AUTO_SELECTION
-    if auto:  # decided below from the blocks; a given map, or pairs="all"/"none", has no tree to add
-        pair_selection = None
-    if pairs == "all" and pair_selection is not None:
+    schema, feature_map, budget = plan.schema, plan.feature_map, plan.budget
+    assert schema is not None
+    contributions, count_fraction, pairs, fine_bins = (
+        plan.contributions,
+        plan.count_fraction,
+        plan.pairs,
+        plan.fine_bins,
+    )
+    auto = isinstance(plan.pair_selection, str)  # "auto": decided below from the blocks
+    chosen = plan.pair_selection
+    pair_selection = float(chosen) if isinstance(chosen, (int, float)) else None
+    if backend is not None and plan.rows_fraction:
         raise ValueError(
-            "pairs='all' measures every 2-way marginal, so pair_selection has nothing to choose: "
-            "drop one of them"
+            "rows_fraction counts the rows to plan the automatic map of a table in memory or in files: "
+            f"a {backend.name} release plans from the schema's rows estimate; drop it here"
         )
-    if pair_selection is not None:
-        if feature_map is not None:
-            raise ValueError(
-                "pair_selection chooses 2-way marginals of the automatic map: drop feature_map= or pair_selection="
-            )
-        pair_selection = check_fraction(pair_selection, "pair_selection")
-    no_count = rows_fraction is not None and not isinstance(rows_fraction, bool) and rows_fraction == 0
-    if rows_fraction is not None and not no_count:
-        check_fraction(rows_fraction, "rows_fraction")
-    estimate = feature_map is None and schema.rows is None and backend is None and not no_count
-    if rows_fraction is not None and not no_count and not estimate:
-        raise ValueError(
-            "rows_fraction counts the rows to plan the automatic map of a table in memory or in files "
-            "whose schema has no rows estimate (and no feature_map): drop it here"
-        )
+    estimate = plan.counts_rows and backend is None
+    rows_fraction = plan.rows_fraction
     if estimate:
         smallest = auto_feature_map(schema, **budget.kwargs(), pairs="none")  # for the checks only
         check_release_arguments(smallest, contributions, count_fraction)
@@ -405,8 +376,6 @@ def _release_table(
     else:
         fm = feature_map
     count_fraction = check_release_arguments(fm, contributions, count_fraction)
-    if fm.input_dim != len(schema):
-        raise ValueError(f"the feature map expects {fm.input_dim} columns but the schema has {len(schema)}")
     if backend is not None and pair_selection is None:
         return _release_cluster_table_once(
             backend, data, schema, fm, budget, contributions, count_fraction, n_jobs

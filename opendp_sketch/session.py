@@ -48,6 +48,7 @@ from .ledger import (
     verify_ledger,
 )
 from .measurements import check_release_arguments, then_private_sketch
+from .plan import Plan
 from .sketch import Sketch, SketchFormatError
 
 __all__ = [
@@ -338,8 +339,8 @@ class Session:
     def release_sketch(
         self,
         data: Any,
-        feature_map: FeatureMap,
-        bounds: Any,
+        feature_map: FeatureMap | Plan,
+        bounds: Any = None,
         *,
         epsilon: float | None = None,
         delta: float | None = None,
@@ -377,6 +378,26 @@ class Session:
         >>> s.load_sketch(sk.privacy["release_id"]).feature_map == fm, s.remaining >= 0.75 - 1e-9
         (True, True)
         """
+        if isinstance(feature_map, Plan):  # release_sketch(data, plan): the plan holds the rest
+            plan = feature_map
+            if plan.kind != "box":
+                raise ValueError(
+                    "a session releases box plans (dps.Plan(feature_map, bounds, ...)); release a schema plan "
+                    "with dps.release_sketch, or encode the table first (schema.encode) and plan its box"
+                )
+            assert plan.feature_map is not None
+            feature_map, bounds, impute, column_names = (
+                plan.feature_map,
+                plan.bounds,
+                plan.impute,
+                plan.column_names,
+            )
+            contributions, count_fraction = plan.contributions, plan.count_fraction
+            epsilon, delta, rho = (
+                plan.budget.kwargs().get("epsilon"),
+                plan.budget.delta,
+                plan.budget.kwargs().get("rho"),
+            )
         contributions = self._unit(
             "contributions", self.contributions if contributions is None else contributions
         )

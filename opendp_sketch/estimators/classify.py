@@ -9,6 +9,11 @@ query is then post-processing (private-similarity paper §11.3):
   density at the query is highest — maximum likelihood ``argmax_c K̂_c(q)``, or MAP
   ``argmax_c n̂_c·K̂_c(q)`` with the noisy class counts as the prior.
 * :class:`NearestMeanClassifier` (``ByClass(Moments)``): the class whose noisy mean is nearest.
+
+On a sketch released under a public schema (the label its last column), both take query rows in
+the table's own units and labels (a DataFrame with the feature columns by name, or an array of
+them in order), encode them through the schema, and predict the label column's labels.
+``means_`` and the kernel densities stay in the schema's encoded coordinates.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..backends.tables import encode_rows
 from ..features.byclass import ByClass
 from ..features.moments import Moments
+from ..schema import Schema
 from ..sketch import Sketch
 from .kde import KDE, QUERY_CHUNK, check_queries
 
@@ -38,10 +45,36 @@ def _byclass(sketch: Any, who: str, inner: tuple[type, ...]) -> ByClass:
 
 class _ByClassModel:
     classes_: np.ndarray
+    #: the sketch's public schema (``None`` for a box sketch): then queries are rows in the
+    #: table's own units and labels, and ``classes_`` are the label column's labels
+    schema_: Schema | None = None
+    #: the columns a query row needs, in the order the map reads them (every column but the label)
+    feature_names_in_: list[str] | None = None
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "classes_"):
             raise ValueError("the model is not fitted; call fit(sketch) first")
+
+    def _read_schema(self, sketch: Sketch, fm: ByClass) -> None:
+        """Record the sketch's schema, the feature columns and the class labels (codes without one)."""
+        self.schema_ = None if sketch.schema is None else Schema.from_dict(sketch.schema)
+        if self.schema_ is None:
+            self.classes_ = np.arange(fm.num_classes)
+            self.feature_names_in_ = None
+            return
+        columns = self.schema_.columns
+        self.feature_names_in_ = list(columns[:-1])  # ByClass reads the label last
+        codes = np.zeros((fm.num_classes, len(columns)))
+        codes[:, -1] = np.arange(fm.num_classes)
+        decoded = self.schema_.decode(codes).get_column(columns[-1]).to_list()
+        self.classes_ = np.array(decoded, dtype=object)
+
+    def _queries(self, X: Any, dim: int) -> np.ndarray:
+        """Query rows as the map reads them: through the schema for a schema sketch (a frame with
+        the feature columns by name, or an array of them in order), else a numeric array."""
+        if self.schema_ is not None:
+            X = encode_rows(self.schema_, X, self.feature_names_in_)
+        return check_queries(X, dim)
 
     def predict(self, X: Any) -> np.ndarray:
         """The highest-scoring class of each query row."""
@@ -99,7 +132,7 @@ class KDEClassifier(_ByClassModel):
         if self.rule not in ("ml", "map"):
             raise ValueError(f"rule ({self.rule!r}) must be 'ml' or 'map'")
         fm = _byclass(sketch, "KDEClassifier", (RFF, RACE))
-        self.classes_ = np.arange(fm.num_classes)
+        self._read_schema(sketch, fm)
         counts = np.array([fm.block(sketch.sum, c)[1] for c in range(fm.num_classes)], dtype=np.float64)
         self.class_counts_ = counts
         self._kdes: list[KDE | None]
@@ -118,7 +151,7 @@ class KDEClassifier(_ByClassModel):
     def decision_function(self, X: Any) -> np.ndarray:
         """``(n, C)`` class scores: ``K̂_c(q)`` (ML) or the kernel sum ``n̂_c·K̂_c(q)`` (MAP)."""
         self._check_fitted()
-        Q = check_queries(X, self._dim)
+        Q = self._queries(X, self._dim)
         out = np.full((Q.shape[0], self.classes_.size), -np.inf)
         usable = [(c, kde) for c, kde in enumerate(self._kdes) if kde is not None]
         if not usable:
@@ -156,7 +189,7 @@ class NearestMeanClassifier(_ByClassModel):
         """Read the noisy class means from a ``ByClass(Moments)`` sketch."""
         fm = _byclass(sketch, "NearestMeanClassifier", (Moments,))
         inner: Moments = fm.feature_map  # type: ignore[assignment]
-        self.classes_ = np.arange(fm.num_classes)
+        self._read_schema(sketch, fm)
         means, counts = [], []
         for c in range(fm.num_classes):
             feats, count = fm.block(sketch.sum, c)
@@ -170,7 +203,7 @@ class NearestMeanClassifier(_ByClassModel):
     def decision_function(self, X: Any) -> np.ndarray:
         """``(n, C)`` negative squared distances to the class means (``-inf`` for empty classes)."""
         self._check_fitted()
-        Q = check_queries(X, self.means_.shape[1])
+        Q = self._queries(X, self.means_.shape[1])
         d2 = (Q * Q).sum(axis=1)[:, None] - 2 * Q @ self.means_.T + (self.means_**2).sum(axis=1)[None, :]
         return np.where(self._usable[None, :], -d2, -np.inf)
 

@@ -739,7 +739,7 @@ def compressive_kmeans(
     >>> fm = dps.RFF(dim=1, num_features=40, bandwidth=1.0, seed=0)
     >>> X = np.repeat([[-2.0], [2.0]], 500, axis=0)
     >>> sk = dps.Sketch(fm, np.asarray(fm.fixed_sum(X)), 1000, bounds=([-4.0], [4.0]))  # no noise
-    >>> np.round(dps.compressive_kmeans(sk, 2), 2).ravel().tolist()
+    >>> np.round(dps.estimators.compressive_kmeans(sk, 2), 2).ravel().tolist()
     [-2.0, 2.0]
     """
     return CompressiveKMeans(k, bounds=bounds, n_restarts=n_restarts, seed=seed).fit(sketch).cluster_centers_

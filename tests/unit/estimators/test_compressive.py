@@ -76,7 +76,7 @@ def test_private_release_then_decode_is_accurate(budget):
     fm = dps.estimators.compressive_feature_map(BOX, k=3)
     sk = dps.release_sketch(X, fm, bounds=BOX, **budget)
     before = sk.sum_units.copy()
-    centres = dps.compressive_kmeans(sk, 3)
+    centres = dps.estimators.compressive_kmeans(sk, 3)
     # within 5% of the SSE of the true centres; the decoder never touches the sketch
     assert _sse(X, centres) <= 1.05 * _sse(X, CENTRES)
     assert np.array_equal(sk.sum_units, before)
