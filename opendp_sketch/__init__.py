@@ -21,11 +21,13 @@ from typing import Any
 from . import backends
 from .backends import dask as _dask_backend  # noqa: F401 - registers the Dask backend
 from .backends import memory as _memory_backend  # noqa: F401 - registers the numpy backend
+from .backends import projections as _projections  # noqa: F401 - the JL projection (numpy rows)
 from .backends import spark as _spark_backend  # noqa: F401 - registers the Spark backend (pyspark loads on use)
 from .backends import streaming as _streaming_backend  # noqa: F401 - registers the Polars frame backend
 from .backends import tables as _tables_backend  # noqa: F401 - registers the table backend
 from .backends.domains import box_domain
 from .backends.memory import make_box_clip, then_box_clip
+from .backends.projections import JLProjection
 from .backends.protocol import make_feature_sum, make_sum_and_count, then_feature_sum
 from .budget import Budget
 from .context import register as _register_context
@@ -64,7 +66,6 @@ from .measurements import make_private_sketch, then_private_sketch
 from .plan import Plan, auto_feature_map
 from .planning import suggest_sketch_size
 from .postprocessors import make_m2m, then_m2m
-from .projections import JLProjection
 from .release import release_sketch
 from .schema import Boolean, Categorical, Date, Datetime, Numeric, Schema
 from .session import (
@@ -168,5 +169,6 @@ for _old, _new in (
     ("tables", _tables_backend),
     ("dask", _dask_backend),
     ("spark", _spark_backend),
+    ("projections", backends.projections),
 ):
     __import__("sys").modules.setdefault(f"{__name__}.{_old}", _new)

@@ -19,6 +19,7 @@ import opendp.prelude as dp
 
 from .backends.domains import box_data_bounds
 from .backends.memory import make_box_clip, make_feature_sum
+from .backends.projections import make_jl_projection
 from .backends.streaming import make_lazyframe_to_frame_box
 from .backends.tables import make_lazyframe_to_table
 from .budget import DEFAULT_COUNT_FRACTION
@@ -26,7 +27,6 @@ from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .measurements import make_private_sketch, then_private_sketch
 from .plan import PairsRule, Plan, auto_feature_map
 from .postprocessors import m2m_estimate
-from .projections import make_jl_projection
 from .schema import Schema
 from .sketch import Sketch
 

@@ -868,7 +868,7 @@ class Plan:
             )
         projection = spec.get("projection")
         if projection is not None:
-            from .projections import JLProjection
+            from .backends.projections import JLProjection
 
             projection = JLProjection.from_dict(projection)
         bounds = spec.get("bounds")

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .backends.streaming import DEFAULT_BATCH_ROWS, stream_frames
+from .batches import DEFAULT_BATCH_ROWS, stream_frames
 from .columns import (
     MAX_INTEGER_LEVELS,
     NULL_CATEGORY,

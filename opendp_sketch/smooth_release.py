@@ -57,7 +57,7 @@ def release_smooth_sketches(
     :param plan: the :class:`~opendp_sketch.SmoothKernelPlan`
     :param bounds: public box of the data columns
     :param split: ``"optimal"``, ``"even"`` or ``J`` non-negative weights
-    :param projection: an optional :class:`~opendp_sketch.projections.JLProjection` applied after
+    :param projection: an optional :class:`~opendp_sketch.backends.projections.JLProjection` applied after
         clipping (then ``plan.dim`` must equal its ``output_dim``)
     :param count_fraction: share of each sketch's loss spent on its count (default as
         :func:`~opendp_sketch.release_sketch`)
@@ -85,7 +85,7 @@ def release_smooth_sketches(
     if (w <= 0).any():
         raise ValueError("every sketch needs a positive share of the budget (drop zero-weight terms)")
     if projection is not None:
-        from .projections import JLProjection
+        from .backends.projections import JLProjection
 
         if not isinstance(projection, JLProjection):
             raise ValueError(f"projection ({projection!r}) must be a JLProjection")
@@ -105,7 +105,7 @@ def release_smooth_sketches(
     in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
     source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute)
     if projection is not None:
-        from .projections import then_jl_projection
+        from .backends.projections import then_jl_projection
 
         source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
     p = budget.p

@@ -475,7 +475,7 @@ def memory_source(
     """In-memory data checked (nothing released yet) and its clip (and projection) transformation."""
     X, names = to_array(data, column_names)
     if projection is not None:
-        from ..projections import JLProjection
+        from .projections import JLProjection
 
         if not isinstance(projection, JLProjection):
             raise ValueError(f"projection ({projection!r}) must be a JLProjection")
@@ -494,7 +494,7 @@ def memory_source(
     in_domain = dp.numpy.array2_domain(num_columns=d, T=float, nan=impute is not None)
     source = make_box_clip(in_domain, dp.symmetric_distance(), (lo, hi), impute=impute, column_names=names)
     if projection is not None:
-        from ..projections import then_jl_projection
+        from .projections import then_jl_projection
 
         source = source >> then_jl_projection(projection.output_dim, seed=projection.seed)
     return X, source

@@ -420,7 +420,7 @@ def test_jl_projection_chained_into_a_release_takes_any_row(base, kind):
     box domain) is clipped into the box like ``make_box_clip`` does, never raised on or warned
     about; the projected neighbour adds exactly one row inside the output bounds."""
     dom = dps.box_domain(BOX, num_columns=D)
-    t = dps.projections.make_jl_projection(dom, dp.symmetric_distance(), output_dim=2, seed=5)
+    t = dps.backends.projections.make_jl_projection(dom, dp.symmetric_distance(), output_dim=2, seed=5)
     meas = t >> dps.then_private_sketch(dp.max_divergence(), dps.RFF(dim=2, num_features=8, seed=1), 1.0)
     X2 = _neighbour(base, ADVERSARIAL[kind])
     with warnings.catch_warnings():

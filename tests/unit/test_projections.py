@@ -12,7 +12,12 @@ import pytest
 import opendp_sketch as dps
 from opendp_sketch._fixed import quantize_rows
 from opendp_sketch.backends.domains import box_domain
-from opendp_sketch.projections import JLProjection, _round_rows, make_jl_projection, then_jl_projection
+from opendp_sketch.backends.projections import (
+    JLProjection,
+    _round_rows,
+    make_jl_projection,
+    then_jl_projection,
+)
 
 SYM = dp.symmetric_distance()
 LO = np.array([-1.0, 0.0, -3.5, 2.0, -1e-3, 0.25, -7.0, 0.0, -2.0, 10.0])

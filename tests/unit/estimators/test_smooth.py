@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import opendp_sketch as dps
+from opendp_sketch.backends.projections import JLProjection
 from opendp_sketch.estimators.smooth import (
     SmoothKDE,
     SmoothKernelPlan,
@@ -14,7 +15,6 @@ from opendp_sketch.estimators.smooth import (
     smooth_kernel,
     smooth_kernel_terms,
 )
-from opendp_sketch.projections import JLProjection
 from opendp_sketch.smooth_release import release_smooth_sketches
 
 

@@ -24,9 +24,9 @@ import numpy as np
 import opendp.prelude as dp
 from opendp.extras._utilities import to_then
 
-from ._fixed import exact_bits, exact_matmul, quantize_columns
-from ._validate import check_bounds, check_positive_int, check_seed, require_symmetric
-from .backends.domains import box_descriptor, box_domain
+from .._fixed import exact_bits, exact_matmul, quantize_columns
+from .._validate import check_bounds, check_positive_int, check_seed, require_symmetric
+from .domains import box_descriptor, box_domain
 
 __all__ = ["JLProjection", "make_jl_projection", "then_jl_projection"]
 
@@ -103,7 +103,7 @@ class JLProjection:
     :example:
 
     >>> import numpy as np
-    >>> from opendp_sketch.projections import JLProjection
+    >>> from opendp_sketch.backends.projections import JLProjection
     >>> proj = JLProjection(input_dim=100, output_dim=16, seed=0)
     >>> proj.matrix.shape
     (16, 100)
@@ -261,7 +261,7 @@ def make_jl_projection(
 
     >>> import numpy as np, opendp.prelude as dp
     >>> from opendp_sketch.backends.domains import box_domain
-    >>> from opendp_sketch.projections import make_jl_projection
+    >>> from opendp_sketch.backends.projections import make_jl_projection
     >>> dp.enable_features("contrib", "honest-but-curious")
     >>> t = make_jl_projection(box_domain((0.0, 1.0), num_columns=50), dp.symmetric_distance(),
     ...                        output_dim=8, seed=1)
