@@ -1,7 +1,7 @@
 """M2M paper, Fig. 4: logistic regression trained from one private sketch, test AUC vs ε.
 
 What it reproduces: the M2M paper's Fig. 4 — implicit M2M (weighted empirical risk minimisation on
-M2M's weighted prior samples, ``dps.LogisticRegression``) fits a logistic regression from RFF,
+M2M's weighted prior samples, ``dps.SketchLogisticRegression``) fits a logistic regression from RFF,
 RACE and Histogram sketches of (features, label), and its test AUC approaches the non-private fit
 as ε grows, while Histogram marginals cannot represent the label's dependence on the features.
 The paper's occupancy data (n = 20,560, 5 features + a binary label, AUC > 0.99) are not
@@ -17,7 +17,7 @@ Setting (full run):
   ``RACE(dim=6, rows=40, buckets=40, bucket_width=0.5)`` (the paper: 80 × 80, σ = 0.1 — smaller
   here to keep M2M's Gram matrix to seconds) and ``Histogram(bins=20)`` (the paper's).
   OpenDP discrete Laplace noise, budget split 0.98 / 0.02 (sum / count).
-* ``LogisticRegression(m2m_options={"n_samples": 40_000})``; the label is drawn from {0, 1}.
+* ``SketchLogisticRegression(m2m_options={"n_samples": 40_000})``; the label is drawn from {0, 1}.
 * ε ∈ {0.03, 0.1, 0.3, 1, 3, 10, 100}, 5 releases each (the paper: 10). Reference: a non-private
   logistic regression on the same training rows (scipy L-BFGS). The paper's DP-ERM and
   synthetic-data baselines are not run.
@@ -111,7 +111,7 @@ def run(cfg: dict) -> tuple[pl.DataFrame, float]:
             aucs = []
             for _ in range(cfg["releases"]):
                 sk = dps.release_sketch(train, fm, bounds=(0.0, 1.0), epsilon=eps)
-                clf = dps.LogisticRegression(m2m_options={"n_samples": cfg["ns"]}).fit(sk)
+                clf = dps.SketchLogisticRegression(m2m_options={"n_samples": cfg["ns"]}).fit(sk)
                 aucs.append(auc(y_test, clf.decision_function(X_test)))
             rows.append(
                 {

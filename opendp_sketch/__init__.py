@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import backends
+from . import (
+    backends,
+    report,  # noqa: F401 - registers the writer of Sketch.report (dps.report.write_report)
+)
 from .backends import dask as _dask_backend  # noqa: F401 - registers the Dask backend
 from .backends import memory as _memory_backend  # noqa: F401 - registers the numpy backend
 from .backends import projections as _projections  # noqa: F401 - the JL projection (numpy rows)
@@ -40,10 +43,10 @@ from .estimators import (
     CompressivePCA,
     KDEClassifier,
     L1DistanceSum,
-    LogisticRegression,
     NearestMeanClassifier,
     RACELinearRegression,
     SketchLinearRegression,
+    SketchLogisticRegression,
     SquaredL2DistanceSum,
     SyntheticDecoder,
 )
@@ -132,7 +135,7 @@ __all__ = [
     # estimators (post-processing)
     "M2M",
     "SyntheticDecoder",
-    "LogisticRegression",
+    "SketchLogisticRegression",
     "SketchLinearRegression",
     "KDE",
     "KDEClassifier",

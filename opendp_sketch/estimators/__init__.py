@@ -5,7 +5,7 @@ from .compressive import CompressiveGMM, CompressiveKMeans, compressive_feature_
 from .distance import L1DistanceSum, SquaredL2DistanceSum
 from .intervals import Interval
 from .kde import KDE
-from .learn import LogisticRegression, SketchLinearRegression
+from .learn import SketchLinearRegression, SketchLogisticRegression
 from .m2m import M2M
 from .pca import CompressivePCA, compressive_pca
 from .race_regression import RACELinearRegression
@@ -16,7 +16,7 @@ __all__ = [
     "M2M",
     "Interval",
     "SyntheticDecoder",
-    "LogisticRegression",
+    "SketchLogisticRegression",
     "SketchLinearRegression",
     "KDE",
     "KDEClassifier",

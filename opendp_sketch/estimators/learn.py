@@ -26,7 +26,7 @@ from ..schema import Numeric
 from ..sketch import Sketch
 from .m2m import M2M, default_column_names
 
-__all__ = ["LogisticRegression", "SketchLinearRegression"]
+__all__ = ["SketchLogisticRegression", "SketchLinearRegression"]
 
 
 class _SketchRegressor:
@@ -158,7 +158,7 @@ class _SketchRegressor:
         return pen
 
 
-class LogisticRegression(_SketchRegressor):
+class SketchLogisticRegression(_SketchRegressor):
     r"""Binary logistic regression trained from a sketch of ``(features, label)``.
 
     ``fit`` minimises ``Σ_i w_i [log(1 + e^{η_i}) − y_i η_i] + (alpha/2)‖β‖²`` over the M2M
@@ -181,7 +181,7 @@ class LogisticRegression(_SketchRegressor):
     >>> X = rng.uniform(-1, 1, size=(20_000, 2)); y = (X[:, 0] + X[:, 1] > 0).astype(float)
     >>> fm = dps.RFF(dim=3, num_features=200, bandwidth=1.0, seed=0)
     >>> sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=([-1, -1, 0], [1, 1, 1]), epsilon=10.0)
-    >>> clf = dps.LogisticRegression(m2m_options={"n_samples": 20_000}).fit(sk)
+    >>> clf = dps.SketchLogisticRegression(m2m_options={"n_samples": 20_000}).fit(sk)
     >>> clf.coef_.shape, clf.predict([[0.5, 0.5], [-0.5, -0.5]]).tolist()
     ((2,), [1.0, 0.0])
     """
@@ -197,12 +197,14 @@ class LogisticRegression(_SketchRegressor):
         super().__init__(target, alpha, fit_intercept, m2m_options)
         self.max_iter = max_iter
 
-    def fit(self, source: Sketch | M2M) -> LogisticRegression:
+    def fit(self, source: Sketch | M2M) -> SketchLogisticRegression:
         """Fit from a sketch (an :class:`M2M` is built with ``m2m_options``) or a ready M2M."""
         est = self._m2m(source, discrete_target=True)
         fm = est.feature_map
         if isinstance(fm, ByClass) and fm.num_classes != 2:
-            raise ValueError(f"the target column has {fm.num_classes} classes; LogisticRegression is binary")
+            raise ValueError(
+                f"the target column has {fm.num_classes} classes; SketchLogisticRegression is binary"
+            )
         Z, t, w, j = self._design(est)
         values = np.unique(t)
         if values.size == 2:
@@ -211,7 +213,9 @@ class LogisticRegression(_SketchRegressor):
         elif values.size == 1 or est.upper[j] == est.lower[j]:
             raise ValueError("the target column has a single value; nothing to classify")
         elif j in est.discrete:
-            raise ValueError(f"the target column has {values.size} classes; LogisticRegression is binary")
+            raise ValueError(
+                f"the target column has {values.size} classes; SketchLogisticRegression is binary"
+            )
         else:  # continuous prior on the label column: soft labels in [0, 1]
             self.classes_ = self._labels(np.array([est.lower[j], est.upper[j]]), j)
             y = (t - est.lower[j]) / (est.upper[j] - est.lower[j])

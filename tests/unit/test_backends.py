@@ -131,3 +131,9 @@ def test_the_package_root_stays_small():
     assert len(set(dps.__all__)) == len(dps.__all__)
     for name in dps.__all__:
         assert getattr(dps, name) is not None
+
+
+def test_renamed_estimators_keep_their_old_name_for_one_release():
+    with pytest.warns(DeprecationWarning, match="SketchLogisticRegression"):
+        old = dps.LogisticRegression
+    assert old is dps.SketchLogisticRegression

@@ -34,7 +34,7 @@ def test_logistic_regression_from_a_private_rff_sketch(classification):
     sk = dps.release_sketch(
         np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"]
     )
-    clf = dps.LogisticRegression(target="y").fit(sk)
+    clf = dps.SketchLogisticRegression(target="y").fit(sk)
     assert clf.feature_names_in_ == ["a", "b", "c"] and clf.classes_.tolist() == [0.0, 1.0]
     assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.02
     assert np.sign(clf.coef_[:2]).tolist() == [1.0, -1.0]
@@ -47,7 +47,7 @@ def test_logistic_regression_from_a_byclass_sketch(classification):
     (X, y), (Xt, yt), beta = classification
     fm = dps.ByClass(dps.RFF(dim=3, num_features=200, bandwidth=1.0, seed=0), 2)
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0)
-    clf = dps.LogisticRegression().fit(sk)
+    clf = dps.SketchLogisticRegression().fit(sk)
     assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.02
 
 
@@ -56,7 +56,7 @@ def test_soft_labels_with_a_continuous_label_prior(classification):
     fm = dps.RFF(dim=4, num_features=200, bandwidth=1.0, seed=0)
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=5.0)
     est = dps.M2M(sk, n_samples=30_000)  # label drawn uniformly from [0, 1]
-    clf = dps.LogisticRegression().fit(est)
+    clf = dps.SketchLogisticRegression().fit(est)
     assert auc(yt, clf.decision_function(Xt)) > 0.85
 
 
@@ -93,24 +93,24 @@ def test_bad_input_is_refused(classification):
         np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0, column_names=["a", "b", "c", "y"]
     )
     with pytest.raises(ValueError, match="not a column"):
-        dps.LogisticRegression(target="label").fit(sk)
+        dps.SketchLogisticRegression(target="label").fit(sk)
     with pytest.raises(ValueError, match="target index"):
-        dps.LogisticRegression(target=7).fit(sk)
+        dps.SketchLogisticRegression(target=7).fit(sk)
     with pytest.raises(ValueError, match="not fitted"):
-        dps.LogisticRegression().predict([[0, 0, 0]])
-    clf = dps.LogisticRegression(m2m_options={"n_samples": 2000}).fit(sk)
+        dps.SketchLogisticRegression().predict([[0, 0, 0]])
+    clf = dps.SketchLogisticRegression(m2m_options={"n_samples": 2000}).fit(sk)
     with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
         clf.predict([[0, 0]])
     with pytest.raises(ValueError, match="NaN"):
         clf.predict([[0, np.nan, 0]])
     with pytest.raises(ValueError, match="Sketch or an M2M"):
-        dps.LogisticRegression().fit(X)
+        dps.SketchLogisticRegression().fit(X)
     with pytest.raises(ValueError, match="alpha"):
         dps.SketchLinearRegression(alpha=-1.0, m2m_options={"n_samples": 2000}).fit(sk)
     three = dps.ByClass(dps.RFF(dim=3, num_features=20, seed=0), 3)
     sk3 = dps.release_sketch(np.column_stack([X, y * 2]), three, bounds=(0, 1), epsilon=1.0)
     with pytest.raises(ValueError, match="3 classes"):
-        dps.LogisticRegression(m2m_options={"n_samples": 2000}).fit(sk3)
+        dps.SketchLogisticRegression(m2m_options={"n_samples": 2000}).fit(sk3)
 
 
 def test_no_intercept_predicts_in_the_data_units():
@@ -129,14 +129,14 @@ def test_target_by_default_name_and_merged_discrete_options(classification):
     (X, y), (Xt, yt), beta = classification
     fm = dps.ByClass(dps.RFF(dim=3, num_features=50, seed=0), 2)
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=5.0)
-    clf = dps.LogisticRegression(target="label", m2m_options={"n_samples": 5000}).fit(sk)
+    clf = dps.SketchLogisticRegression(target="label", m2m_options={"n_samples": 5000}).fit(sk)
     assert clf.feature_names_in_ == ["x0", "x1", "x2"]
     plain = dps.release_sketch(
         np.column_stack([X, y]), dps.RFF(dim=4, num_features=50, seed=0), bounds=(0, 1), epsilon=5.0
     )
-    clf = dps.LogisticRegression(m2m_options={"n_samples": 5000, "discrete": {"x0": [0.0, 0.5, 1.0]}}).fit(
-        plain
-    )
+    clf = dps.SketchLogisticRegression(
+        m2m_options={"n_samples": 5000, "discrete": {"x0": [0.0, 0.5, 1.0]}}
+    ).fit(plain)
     assert clf.classes_.tolist() == [0.0, 1.0]  # the label is still drawn from its two bounds
 
 
@@ -164,7 +164,7 @@ def test_bad_alpha_is_refused_before_any_work(alpha, classification):
 def test_maps_that_never_hold_the_label_with_a_feature_are_refused_before_decoding(make, classification):
     (X, y), _, _ = classification
     sk = dps.release_sketch(np.column_stack([X, y]), make(), bounds=(0, 1), epsilon=1.0)
-    for model in (dps.LogisticRegression(), dps.SketchLinearRegression()):
+    for model in (dps.SketchLogisticRegression(), dps.SketchLinearRegression()):
         with pytest.raises(ValueError, match=r"measures column 'x3' only on its own.*Marginals"):
             model.fit(sk)
 
@@ -173,7 +173,7 @@ def test_logistic_regression_from_pairwise_marginals(classification):
     (X, y), (Xt, yt), beta = classification
     fm = dps.Marginals((0, 1), [(0, 3), (1, 3), (2, 3)], bins=[(16, 2)] * 3, categorical=[3], dim=4)
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0)
-    clf = dps.LogisticRegression().fit(sk)
+    clf = dps.SketchLogisticRegression().fit(sk)
     assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.03
     assert np.sign(clf.coef_[:2]).tolist() == [1.0, -1.0]
 
@@ -207,7 +207,7 @@ def test_a_schema_model_predicts_raw_rows_in_the_tables_units(mixed):
 
     train, test, schema = mixed
     sk = dps.release_sketch(train, schema=schema, epsilon=1.0, pairs="all")
-    clf = dps.LogisticRegression(target="bought").fit(sk)
+    clf = dps.SketchLogisticRegression(target="bought").fit(sk)
     assert clf.classes_.tolist() == ["no", "yes"]
     y = (test["bought"] == "yes").to_numpy().astype(int)
     p_raw = clf.predict_proba(test)[:, 1]  # a Polars frame with the target still in it
@@ -241,18 +241,18 @@ def test_a_declared_target_is_measured_with_every_feature_so_the_default_release
     eps = 0.01
     dropped = dps.release_sketch(train, schema=plain, epsilon=eps, pair_selection=None)
     with pytest.raises(ValueError, match="only on its own"):
-        dps.LogisticRegression(target="bought").fit(dropped)
+        dps.SketchLogisticRegression(target="bought").fit(dropped)
     sk = dps.release_sketch(train, schema=targeted, epsilon=eps, pair_selection=None)
     pairs = sorted(b.subset for m in sk.feature_map.maps for b in m.blocks if len(b.subset) == 2)
     assert pairs == [(0, 3), (1, 3), (2, 3)]  # every feature with the target, and nothing else
-    clf = dps.LogisticRegression().fit(sk)  # the schema's target
+    clf = dps.SketchLogisticRegression().fit(sk)  # the schema's target
     assert clf.classes_.tolist() == ["no", "yes"] and clf.feature_names_in_ == ["income", "region", "age"]
     # at ε = 0.1 (15 releases measured: AUC 0.750–0.757 against the non-private model's 0.782)
     sk = dps.release_sketch(
         train, schema=dps.Schema({c: schema[c] for c in schema.columns}, targets="bought"), epsilon=0.1
     )
     y = (test["bought"] == "yes").to_numpy().astype(int)
-    assert auc(y, dps.LogisticRegression().fit(sk).predict_proba(test)[:, 1]) > 0.65
+    assert auc(y, dps.SketchLogisticRegression().fit(sk).predict_proba(test)[:, 1]) > 0.65
     assert dps.Schema.from_dict(targeted.to_dict()).targets == ["bought"]
     with pytest.raises(ValueError, match="targets"):
         dps.Schema({"a": (0, 1)}, targets="b")
