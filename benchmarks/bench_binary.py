@@ -17,7 +17,7 @@ Systems, in the same run and at the same ε (pure DP):
 
 * **this project**: ``dps.release_sketch(train, schema=..., epsilon=ε)`` with the automatic map
   (no row hint: the release counts the rows; the schema declares the label as its model target,
-  so every (feature, label) pair is measured), then ``dps.LogisticRegression().fit(sketch)`` and
+  so every (feature, label) pair is measured), then ``dps.SketchLogisticRegression().fit(sketch)`` and
   ``predict_proba`` on the raw test rows — defaults only; and the same with every 2-way marginal
   measured (``pairs="all"``);
 * **OpenDP ``dp.mbi`` MST and AIM** on the same public discretisation (16 equal bins of each
@@ -194,7 +194,7 @@ def run_ours(
     # no row hint (the release counts the rows), the model's target declared in the schema
     schema = dps.Schema.from_dict({"columns": TABLES[name]["columns"], "targets": [TABLES[name]["target"]]})
     sk = dps.release_sketch(train, schema=schema, epsilon=eps, pairs=pairs)
-    model = dps.LogisticRegression().fit(sk)
+    model = dps.SketchLogisticRegression().fit(sk)
     # raw test rows in the table's own units and labels: the model reads them through its schema
     return auc(design(codes(test, name), name)[1], model.predict_proba(test)[:, 1])
 
@@ -264,8 +264,8 @@ def run_sklearn(name: str, train: pl.DataFrame, test: pl.DataFrame) -> tuple[flo
 
 
 LABELS = {
-    "ours": "this project: schema release (no row hint, target declared) + `dps.LogisticRegression` on raw rows",
-    "ours_all": 'this project, every pair measured (`release_sketch(..., pairs="all")`) + `dps.LogisticRegression`',
+    "ours": "this project: schema release (no row hint, target declared) + `dps.SketchLogisticRegression` on raw rows",
+    "ours_all": 'this project, every pair measured (`release_sketch(..., pairs="all")`) + `dps.SketchLogisticRegression`',
     "mst": "OpenDP `dp.mbi` MST → scikit-learn on synthetic rows",
     "aim": "OpenDP `dp.mbi` AIM → scikit-learn on synthetic rows",
     "diffprivlib": "diffprivlib 0.6.7 `LogisticRegression`",

@@ -265,7 +265,9 @@ def main() -> None:
             for _ in range(cfg["lr_repeats"]):
                 sk = dps.release_sketch(D, fm, bounds=(0, 1), epsilon=eps)
                 try:
-                    clf = dps.LogisticRegression(m2m_options={"n_samples": ns, "method": M2M_METHOD}).fit(sk)
+                    clf = dps.SketchLogisticRegression(
+                        m2m_options={"n_samples": ns, "method": M2M_METHOD}
+                    ).fit(sk)
                 except ValueError as e:
                     if "cannot carry how it depends on the features" not in str(e):
                         raise
