@@ -130,8 +130,8 @@ def main() -> None:
 
     import opendp_sketch as dps
     from opendp_sketch import SmoothKernelPlan, release_smooth_sketches
-    from opendp_sketch.estimators.smooth import smooth_kernel_terms
     from opendp_sketch.backends.projections import JLProjection, then_jl_projection
+    from opendp_sketch.estimators.smooth import smooth_kernel_terms
 
     dp.enable_features("contrib", "honest-but-curious")
     cfg = QUICK if args.quick else FULL
