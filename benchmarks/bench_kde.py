@@ -7,7 +7,7 @@ clipped to the box). Queries: 1,000 public points, half near the clusters and ha
 box (seeded, independent of the data rows).
 
 * RACE: ``RACE(dim=3, rows=R, buckets=1000, family="l2", bucket_width=20)``, R ∈ {25, 100, 400};
-  estimates ``KDE(sk)`` (mean over rows) and ``KDE(sk, estimator="median_of_means")``; its kernel
+  estimates ``KDE(sk)`` (mean over rows) and ``KDE(sk, aggregate="median_of_means")``; its kernel
   is the LSH collision probability (exact reference: ``kde.kernel`` averaged over all rows).
 * RFF: ``RFF(dim=3, num_features=m, bandwidth=20)`` (Gaussian kernel), m ∈ {200, 1000}, compared
   with the exact Gaussian KDE.
@@ -101,7 +101,7 @@ def main() -> None:
                 kde_r = dps.KDE(sk)
                 est = kde_r(Q)
                 stds.append(kde_r.noise_std())
-                mom = dps.KDE(sk, estimator="median_of_means", groups=max(R // 25 * 5, 1))(Q)
+                mom = dps.KDE(sk, aggregate="median_of_means", groups=max(R // 25 * 5, 1))(Q)
                 maes.append(float(np.mean(np.abs(est - f_true / n))))
                 maes_mom.append(float(np.mean(np.abs(mom - f_true / n))))
                 obs95.append(float(np.quantile(np.abs(mom * sk.n_hat - f_true), 0.95)))

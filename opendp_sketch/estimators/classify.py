@@ -27,6 +27,7 @@ from ..features.byclass import ByClass
 from ..features.moments import Moments
 from ..schema import Schema
 from ..sketch import Sketch
+from .contract import renamed_keyword
 from .kde import KDE, QUERY_CHUNK, check_queries
 
 __all__ = ["KDEClassifier", "NearestMeanClassifier"]
@@ -103,7 +104,8 @@ class KDEClassifier(_ByClassModel):
         comes out ≤ 0 is never predicted, and one far below its size is over-predicted. With
         2 000 rows per class, accuracy fell below 0.95 in 2 of 200 such releases with ML and in
         0 of 200 with MAP (0 of 300 with ML at ε = 3). Prefer MAP (the default) at small budgets.
-    :param estimator: for RACE inner maps, ``"mean"`` or ``"median_of_means"``
+    :param aggregate: for RACE inner maps, ``"mean"`` or ``"median_of_means"`` (``estimator=``
+        before; the old keyword works for one release, with a warning)
 
     :example:
 
@@ -119,10 +121,14 @@ class KDEClassifier(_ByClassModel):
     """
 
     def __init__(
-        self, rule: Literal["ml", "map"] = "map", estimator: Literal["mean", "median_of_means"] = "mean"
+        self,
+        rule: Literal["ml", "map"] = "map",
+        aggregate: Literal["mean", "median_of_means"] = "mean",
+        *,
+        estimator: Literal["mean", "median_of_means"] | None = None,
     ) -> None:
         self.rule = rule
-        self.estimator = estimator
+        self.aggregate = renamed_keyword(type(self).__name__, "estimator", estimator, "aggregate", aggregate)
 
     def fit(self, sketch: Sketch) -> KDEClassifier:
         """Read the per-class densities from a ``ByClass(RFF)`` or ``ByClass(RACE)`` sketch."""
@@ -138,11 +144,11 @@ class KDEClassifier(_ByClassModel):
         self._kdes: list[KDE | None]
         if self.rule == "map":  # kernel sums: no count needed, every class takes part
             self._kdes = [
-                KDE(sketch, label=c, estimator=self.estimator, normalise=False) for c in range(fm.num_classes)
+                KDE(sketch, label=c, aggregate=self.aggregate, normalise=False) for c in range(fm.num_classes)
             ]
         else:  # a class whose noisy count is ≤ 0 carries no usable density: it never wins
             self._kdes = [
-                KDE(sketch, label=c, estimator=self.estimator) if counts[c] > 0 else None
+                KDE(sketch, label=c, aggregate=self.aggregate) if counts[c] > 0 else None
                 for c in range(fm.num_classes)
             ]
         self._dim = fm.dim

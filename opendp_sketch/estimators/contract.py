@@ -8,10 +8,11 @@ released sketch with them (``_fit(sketch, **params)``) and returns the estimator
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["SketchEstimator"]
+__all__ = ["SketchEstimator", "renamed_keyword"]
 
 _E = TypeVar("_E", bound="SketchEstimator")
 
@@ -46,3 +47,20 @@ class SketchEstimator:
         """
         self._fit(sketch, **self._params)
         return self
+
+
+def renamed_keyword(owner: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """``new_value``, or ``old_value`` with a ``DeprecationWarning`` when the caller used the
+    keyword's old name (kept one release after a rename).
+
+    >>> renamed_keyword("KDE", "estimator", None, "aggregate", "mean")
+    'mean'
+    """
+    if old_value is None:
+        return new_value
+    warnings.warn(
+        f"{owner}({old}=) is deprecated and goes in the next release: use {new}=",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old_value

@@ -29,7 +29,7 @@ from ..features.race import RACE
 from ..features.rff import RFF
 from ..schema import Schema
 from ..sketch import Sketch
-from .contract import SketchEstimator
+from .contract import SketchEstimator, renamed_keyword
 
 __all__ = ["KDE"]
 
@@ -60,7 +60,8 @@ class KDE(SketchEstimator):
 
     :param sketch: a released sketch of an ``RFF`` or ``RACE`` map; a ``ByClass`` sketch of one
         with ``label=c`` gives class ``c``'s estimate (normalised by that class's noisy count)
-    :param estimator: for RACE, ``"mean"`` over rows or ``"median_of_means"``
+    :param aggregate: for RACE, ``"mean"`` over rows or ``"median_of_means"`` (``estimator=``
+        before; the old keyword works for one release, with a warning)
     :param groups: number of row groups for the median of means
     :param label: class to read from a ``ByClass`` sketch
     :param normalise: ``False`` estimates the kernel *sum* ``Σ k(x_i, q)`` instead: no division
@@ -86,17 +87,20 @@ class KDE(SketchEstimator):
     def __init__(
         self,
         sketch: Sketch | None = None,
-        estimator: Literal["mean", "median_of_means"] = "mean",
+        aggregate: Literal["mean", "median_of_means"] = "mean",
         groups: int = 8,
         label: int | None = None,
         normalise: bool = True,
+        *,
+        estimator: Literal["mean", "median_of_means"] | None = None,
     ) -> None:
-        self._start(sketch, estimator=estimator, groups=groups, label=label, normalise=normalise)
+        aggregate = renamed_keyword(type(self).__name__, "estimator", estimator, "aggregate", aggregate)
+        self._start(sketch, aggregate=aggregate, groups=groups, label=label, normalise=normalise)
 
     def _fit(
         self,
         sketch: Sketch,
-        estimator: Literal["mean", "median_of_means"] = "mean",
+        aggregate: Literal["mean", "median_of_means"] = "mean",
         groups: int = 8,
         label: int | None = None,
         normalise: bool = True,
@@ -139,17 +143,17 @@ class KDE(SketchEstimator):
             raise ValueError(
                 f"the noisy count ({noisy_count:g}) is not positive: too little data for this budget"
             )
-        if estimator not in ("mean", "median_of_means"):
-            raise ValueError(f"estimator ({estimator!r}) must be 'mean' or 'median_of_means'")
-        if estimator == "median_of_means" and not isinstance(self.feature_map, RACE):
+        if aggregate not in ("mean", "median_of_means"):
+            raise ValueError(f"aggregate ({aggregate!r}) must be 'mean' or 'median_of_means'")
+        if aggregate == "median_of_means" and not isinstance(self.feature_map, RACE):
             raise ValueError("median_of_means applies to RACE sketches (RFF features are not rows of counts)")
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
             raise ValueError(f"groups ({groups!r}) must be a positive integer")
         rows = getattr(self.feature_map, "rows", 0)
-        if estimator == "median_of_means" and groups > rows:
+        if aggregate == "median_of_means" and groups > rows:
             raise ValueError(f"groups ({groups}) must be at most the number of RACE rows ({rows})")
         self.sketch = sketch
-        self.estimator = estimator
+        self.aggregate = aggregate
         self.groups = int(groups)
         self.noise_var = sketch.sum_variance
         self.bounds = sketch.bounds
@@ -201,7 +205,7 @@ class KDE(SketchEstimator):
         if isinstance(fm, RFF):
             return features @ self.sum / (fm.num_frequencies * self.n_hat)
         cells = self.sum[features]  # (q, R): each row's bucket
-        if self.estimator == "mean":
+        if self.aggregate == "mean":
             return cells.mean(axis=1) / self.n_hat
         parts = np.array_split(cells, self.groups, axis=1)
         return np.median(np.stack([p.mean(axis=1) for p in parts]), axis=0) / self.n_hat

@@ -2,7 +2,7 @@ r"""Learning from a sketch by weighted empirical risk minimisation (implicit-M2M
 
 The M2M weights ``w`` turn the sketch into a weighted synthetic dataset ``(x̃_i, w_i)``; a model is
 fitted by minimising ``Σ_i w_i ℓ(θ; x̃_i)``. Weights may be negative (the estimate is linear in the
-noisy sketch), so a small ridge penalty ``alpha`` keeps the objective bounded below. Features are
+noisy sketch), so a small ridge ``penalty`` keeps the objective bounded below. Features are
 mapped to ``[-1, 1]`` by the public box before fitting and coefficients are reported in the data's
 units.
 """
@@ -24,6 +24,7 @@ from ..features.histogram import DyadicTrees, Histogram
 from ..features.marginals import Marginals
 from ..schema import Numeric
 from ..sketch import Sketch
+from .contract import renamed_keyword
 from .m2m import M2M, default_column_names
 
 __all__ = ["SketchLogisticRegression", "SketchLinearRegression"]
@@ -35,12 +36,16 @@ class _SketchRegressor:
     def __init__(
         self,
         target: str | int | None = None,
-        alpha: float = 1e-4,
+        penalty: float = 1e-4,
         fit_intercept: bool = True,
         m2m_options: dict[str, Any] | None = None,
+        *,
+        alpha: float | None = None,
     ) -> None:
+        # the old name, for one release (alpha is an interval's level elsewhere)
+        penalty = renamed_keyword(type(self).__name__, "alpha", alpha, "penalty", penalty)
         self.target = target
-        self.alpha = alpha
+        self.penalty = penalty
         self.fit_intercept = fit_intercept
         self.m2m_options = m2m_options
 
@@ -55,13 +60,13 @@ class _SketchRegressor:
 
     def _m2m(self, source: Sketch | M2M, discrete_target: bool) -> M2M:
         self._resolve_target(source)
-        a = self.alpha
+        a = self.penalty
         if (
             isinstance(a, bool)
             or not isinstance(a, (int, float, np.integer, np.floating))
             or not (np.isfinite(a) and a >= 0)
         ):
-            raise ValueError(f"alpha ({a!r}) must be a finite number ≥ 0")
+            raise ValueError(f"penalty ({a!r}) must be a finite number ≥ 0")
         if isinstance(source, M2M):
             self._check_joint(source.feature_map, source.columns)
             return source
@@ -152,7 +157,7 @@ class _SketchRegressor:
         return self._check_X(X) @ self.coef_ + self.intercept_
 
     def _penalty(self, p: int) -> np.ndarray:
-        pen = np.full(p, float(self.alpha))
+        pen = np.full(p, float(self.penalty))
         if self.fit_intercept:
             pen[-1] = 0.0
         return pen
@@ -161,14 +166,14 @@ class _SketchRegressor:
 class SketchLogisticRegression(_SketchRegressor):
     r"""Binary logistic regression trained from a sketch of ``(features, label)``.
 
-    ``fit`` minimises ``Σ_i w_i [log(1 + e^{η_i}) − y_i η_i] + (alpha/2)‖β‖²`` over the M2M
+    ``fit`` minimises ``Σ_i w_i [log(1 + e^{η_i}) − y_i η_i] + (penalty/2)‖β‖²`` over the M2M
     weighted samples with L-BFGS. The target column's two bound values are the classes (the prior
     draws it from ``{lower, upper}``); for a two-class :class:`~opendp_sketch.ByClass` sketch the
     label column is the target.
 
     :param target: the label column (name or index); ``None`` (default): the first target the
         sketch's schema declares (``dps.Schema(..., targets="y")``), else the last column
-    :param alpha: ridge penalty on the standardised coefficients (keeps the objective bounded)
+    :param penalty: ridge penalty on the standardised coefficients (keeps the objective bounded)
     :param fit_intercept: fit an intercept
     :param m2m_options: keyword arguments for :class:`M2M` when ``fit`` is given a sketch
     :param max_iter: L-BFGS iterations
@@ -189,12 +194,14 @@ class SketchLogisticRegression(_SketchRegressor):
     def __init__(
         self,
         target: str | int | None = None,
-        alpha: float = 1e-4,
+        penalty: float = 1e-4,
         fit_intercept: bool = True,
         m2m_options: dict[str, Any] | None = None,
         max_iter: int = 500,
+        *,
+        alpha: float | None = None,
     ) -> None:
-        super().__init__(target, alpha, fit_intercept, m2m_options)
+        super().__init__(target, penalty, fit_intercept, m2m_options, alpha=alpha)
         self.max_iter = max_iter
 
     def fit(self, source: Sketch | M2M) -> SketchLogisticRegression:
@@ -255,9 +262,9 @@ class SketchLogisticRegression(_SketchRegressor):
 
 
 class SketchLinearRegression(_SketchRegressor):
-    r"""Least squares (ridge with ``alpha > 0``) of one column on the others, from a sketch.
+    r"""Least squares (ridge with ``penalty > 0``) of one column on the others, from a sketch.
 
-    Solves ``(Zᵀ W Z + alpha·I) θ = Zᵀ W y`` on the M2M weighted samples (standardised features,
+    Solves ``(Zᵀ W Z + penalty·I) θ = Zᵀ W y`` on the M2M weighted samples (standardised features,
     intercept not penalised).
 
     :example:
@@ -281,7 +288,7 @@ class SketchLinearRegression(_SketchRegressor):
         rhs = Z.T @ (w * y)
         try:
             theta = scipy.linalg.solve(A, rhs, assume_a="sym")
-        except np.linalg.LinAlgError:  # singular weighted design (e.g. alpha = 0, a constant column)
+        except np.linalg.LinAlgError:  # singular weighted design (e.g. penalty = 0, a constant column)
             theta = scipy.linalg.lstsq(A, rhs)[0]
         self._set_coef(theta)
         return self

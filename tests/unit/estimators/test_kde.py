@@ -47,7 +47,7 @@ def test_median_of_means_resists_a_corrupted_row(blob):
     bad[fm._flat(q)[0, :4]] += 10**6  # four rows' buckets hit by huge (e.g. noise) values
     corrupted = dps.Sketch(fm, bad, sk.count, bounds=sk.bounds)
     clean = dps.KDE(sk)(q)[0]
-    assert abs(dps.KDE(corrupted, estimator="median_of_means", groups=16)(q)[0] - clean) < 0.1
+    assert abs(dps.KDE(corrupted, aggregate="median_of_means", groups=16)(q)[0] - clean) < 0.1
     assert abs(dps.KDE(corrupted)(q)[0] - clean) > 10
 
 
@@ -122,9 +122,9 @@ def test_bad_input_is_refused(blob):
     with pytest.raises(ValueError, match="KDE needs an RFF or RACE sketch, got Histogram"):
         dps.KDE(exact_sketch(dps.Histogram(bounds=(0, 1), bins=4, dim=2), blob))
     with pytest.raises(ValueError, match="median_of_means applies to RACE"):
-        dps.KDE(sk, estimator="median_of_means")
-    with pytest.raises(ValueError, match="estimator"):
-        dps.KDE(sk, estimator="max")
+        dps.KDE(sk, aggregate="median_of_means")
+    with pytest.raises(ValueError, match="aggregate"):
+        dps.KDE(sk, aggregate="max")
     with pytest.raises(ValueError, match="label= applies only"):
         dps.KDE(sk, label=0)
     by = dps.ByClass(dps.RFF(dim=2, num_features=10, seed=0), 2)
@@ -132,7 +132,7 @@ def test_bad_input_is_refused(blob):
         dps.KDE(exact_sketch(by, np.column_stack([blob, np.zeros(len(blob))])))
     race = exact_sketch(dps.RACE(dim=2, rows=4, buckets=4, seed=0), blob)
     with pytest.raises(ValueError, match="groups"):
-        dps.KDE(race, estimator="median_of_means", groups=5)
+        dps.KDE(race, aggregate="median_of_means", groups=5)
     empty = dps.Sketch(sk.feature_map, sk.sum_units, -2, bounds=sk.bounds)
     with pytest.raises(ValueError, match="not positive"):
         dps.KDE(empty)
@@ -160,3 +160,14 @@ def test_a_schema_kde_reads_query_rows_in_the_tables_units():
         kde(pl.DataFrame({"age": [40.0]}))
     mode = kde.schema_.decode([kde.mode()]).row(0)
     assert 30 < mode[0] < 50 and mode[1] == "a"
+
+
+def test_the_old_estimator_keyword_still_works_for_one_release_with_a_warning():
+    fm = dps.RACE(dim=2, rows=20, buckets=50, bucket_width=0.3, seed=0)
+    X = np.random.default_rng(0).uniform(0, 1, size=(2000, 2))
+    sk = dps.release_sketch(X, fm, bounds=(0, 1), epsilon=5.0)
+    with pytest.warns(DeprecationWarning, match="aggregate="):
+        kde = dps.KDE(sk, estimator="median_of_means", groups=4)
+    assert kde.aggregate == "median_of_means"
+    with pytest.warns(DeprecationWarning, match="aggregate="):
+        assert dps.KDEClassifier(estimator="mean").aggregate == "mean"

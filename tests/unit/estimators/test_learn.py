@@ -81,7 +81,7 @@ def test_linear_regression_is_exact_when_second_moments_are_in_the_span():
     fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
     sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([-1.0] * 3, [1.0] * 3))
     options = {"n_samples": 20_000, "lam": 0.0, "method": "ridge"}  # exactness is a ridge property
-    reg = dps.SketchLinearRegression(alpha=0.0, fit_intercept=False, m2m_options=options).fit(sk)
+    reg = dps.SketchLinearRegression(penalty=0.0, fit_intercept=False, m2m_options=options).fit(sk)
     np.testing.assert_allclose(reg.coef_, [1.0, 0.0], atol=1e-4)
     assert reg.intercept_ == 0.0
 
@@ -105,8 +105,8 @@ def test_bad_input_is_refused(classification):
         clf.predict([[0, np.nan, 0]])
     with pytest.raises(ValueError, match="Sketch or an M2M"):
         dps.SketchLogisticRegression().fit(X)
-    with pytest.raises(ValueError, match="alpha"):
-        dps.SketchLinearRegression(alpha=-1.0, m2m_options={"n_samples": 2000}).fit(sk)
+    with pytest.raises(ValueError, match="penalty"):
+        dps.SketchLinearRegression(penalty=-1.0, m2m_options={"n_samples": 2000}).fit(sk)
     three = dps.ByClass(dps.RFF(dim=3, num_features=20, seed=0), 3)
     sk3 = dps.release_sketch(np.column_stack([X, y * 2]), three, bounds=(0, 1), epsilon=1.0)
     with pytest.raises(ValueError, match="3 classes"):
@@ -120,7 +120,7 @@ def test_no_intercept_predicts_in_the_data_units():
     fm = dps.RandomQuadratic(dim=3, num_features=6, radius=np.sqrt(3), seed=0)
     sk = dps.Sketch(fm, np.array(fm.fixed_sum(D)), 5000, bounds=([0.0] * 3, [1.0] * 3))
     reg = dps.SketchLinearRegression(
-        alpha=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0, "method": "ridge"}
+        penalty=0.0, fit_intercept=False, m2m_options={"n_samples": 20_000, "lam": 0.0, "method": "ridge"}
     ).fit(sk)
     np.testing.assert_allclose(reg.predict([[1.0, 0.0], [0.5, 0.5]]), [1.0, 0.5], atol=1e-3)
 
@@ -140,8 +140,8 @@ def test_target_by_default_name_and_merged_discrete_options(classification):
     assert clf.classes_.tolist() == [0.0, 1.0]  # the label is still drawn from its two bounds
 
 
-@pytest.mark.parametrize("alpha", [-1.0, np.inf, np.nan, "1"])
-def test_bad_alpha_is_refused_before_any_work(alpha, classification):
+@pytest.mark.parametrize("penalty", [-1.0, np.inf, np.nan, "1"])
+def test_bad_penalty_is_refused_before_any_work(penalty, classification):
     (X, y), _, _ = classification
     sk = dps.Sketch(
         dps.Histogram(bounds=(0, 1), bins=2, dim=4),
@@ -149,8 +149,8 @@ def test_bad_alpha_is_refused_before_any_work(alpha, classification):
         10,
         bounds=([0.0] * 4, [1.0] * 4),
     )
-    with pytest.raises(ValueError, match="alpha"):
-        dps.SketchLinearRegression(alpha=alpha).fit(sk)
+    with pytest.raises(ValueError, match="penalty"):
+        dps.SketchLinearRegression(penalty=penalty).fit(sk)
 
 
 @pytest.mark.parametrize(
@@ -256,3 +256,11 @@ def test_a_declared_target_is_measured_with_every_feature_so_the_default_release
     assert dps.Schema.from_dict(targeted.to_dict()).targets == ["bought"]
     with pytest.raises(ValueError, match="targets"):
         dps.Schema({"a": (0, 1)}, targets="b")
+
+
+def test_the_old_alpha_keyword_still_works_for_one_release_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="penalty="):
+        reg = dps.SketchLinearRegression(alpha=0.5)
+    assert reg.penalty == 0.5
+    with pytest.warns(DeprecationWarning, match="penalty="):
+        assert dps.SketchLogisticRegression(alpha=0.25).penalty == 0.25
