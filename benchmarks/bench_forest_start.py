@@ -84,7 +84,7 @@ def tree_part(seeds: int) -> list[str]:
 
     import opendp_sketch as dps
     from opendp_sketch.features.composite import Composite
-    from opendp_sketch.features.marginals import Marginals
+    from opendp_sketch.features.marginals import MarginalTables
 
     dp.enable_features("contrib", "honest-but-curious")
     name, bins = "countymurders", real.BINS
@@ -114,7 +114,7 @@ def tree_part(seeds: int) -> list[str]:
     edges = sorted(zip(tree.row.tolist(), tree.col.tolist()))
     box = (lo.tolist(), hi.tolist())
     fm = Composite(
-        [Marginals(box, list(range(d)), bins), Marginals(box, edges, bins)],
+        [MarginalTables(box, list(range(d)), bins), MarginalTables(box, edges, bins)],
         weights=[3.0, 1.0],
     )
 

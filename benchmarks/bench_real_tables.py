@@ -31,7 +31,7 @@ Systems, each released at the same ε (pure DP) in the same run:
   questions on a known grid);
 * asked with ``--systems`` (each with the row hint above): ``marginals_weighted2`` (1-way blocks
   at weight 2, the previous default), ``marginals_unweighted`` / ``marginals_weighted4``: the same rule with
-  ``one_way_weight`` 2, 1 (one plain ``Marginals``) or 4 instead of the default 3;
+  ``one_way_weight`` 2, 1 (one plain ``MarginalTables``) or 4 instead of the default 3;
 * ``dp.mbi MST`` / ``dp.mbi AIM``: OpenDP's contingency tables, 16 bins per column (cuts placed
   just below our bin edges, so both discretise the data identically); failures are recorded
   (``--peer-releases`` caps their releases, and the per-query peer's, below ``--releases``);

@@ -59,7 +59,7 @@ from .features import (
     DyadicTrees,
     FeatureMap,
     Histogram,
-    Marginals,
+    MarginalTables,
     Moments,
     QuantizedRFF,
     RandomQuadratic,
@@ -96,7 +96,7 @@ __all__ = [
     "Moments",
     "RandomQuadratic",
     "ByClass",
-    "Marginals",
+    "MarginalTables",
     "Composite",
     # schema and plan
     "Schema",

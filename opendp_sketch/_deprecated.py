@@ -93,6 +93,8 @@ MOVED: dict[str, tuple[str, str]] = {
     "noise_to_signal": ("opendp_sketch.planning", "noise_to_signal"),
     "FailedEstimate": ("opendp_sketch.postprocessors", "FailedEstimate"),
     "Interval": ("opendp_sketch.estimators", "Interval"),
+    # renamed: OpenDP 0.16 has dp.mbi.Marginals
+    "Marginals": ("opendp_sketch.features.marginals", "MarginalTables"),
     # renamed: scikit-learn's LogisticRegression fits rows; this one fits a sketch
     "LogisticRegression": ("opendp_sketch.estimators.learn", "SketchLogisticRegression"),
 }

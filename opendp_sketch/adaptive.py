@@ -25,7 +25,7 @@ from .backends.protocol import cached_sum_and_count
 from .backends.tables import make_table_row_count
 from .budget import DEFAULT_COUNT_FRACTION, Budget, as_rho, rest_budget, search_measurement, search_scale
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
-from .features.marginals import Marginals
+from .features.marginals import MarginalTables
 from .measurements import make_private_sketch
 from .plan import (
     AUTO_ONE_WAY_WEIGHT,
@@ -54,7 +54,7 @@ def make_spanning_sketch(
     input_metric: dp.Metric,
     budget: Budget,
     d_in: int,
-    marginals: Marginals,
+    marginals: MarginalTables,
     measured: Sequence[int],
     selection_fraction: float = DEFAULT_SELECTION_FRACTION,
     one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
@@ -91,9 +91,9 @@ def make_spanning_sketch(
 
     >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
     >>> from opendp_sketch.adaptive import Budget, make_spanning_sketch
-    >>> from opendp_sketch.features.marginals import Marginals
+    >>> from opendp_sketch.features.marginals import MarginalTables
     >>> dp.enable_features("contrib", "honest-but-curious")
-    >>> fm = Marginals.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=4)
+    >>> fm = MarginalTables.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=4)
     >>> m, shape, rounds = make_spanning_sketch(dps.box_domain(([0.0] * 3, [1.0] * 3)), dp.symmetric_distance(),
     ...     Budget.of(epsilon=1.0), 1, fm, measured=[0, 1, 2])
     >>> rounds, m.map(1) <= 1.0
@@ -105,8 +105,10 @@ def make_spanning_sketch(
     (2, True)
     """
     selection_fraction = check_fraction(selection_fraction, "selection_fraction")
-    if not isinstance(marginals, Marginals):
-        raise ValueError(f"marginals ({marginals!r}) must be a Marginals map holding every candidate block")
+    if not isinstance(marginals, MarginalTables):
+        raise ValueError(
+            f"marginals ({marginals!r}) must be a MarginalTables map holding every candidate block"
+        )
     blocks = marginals.blocks
     given = list(measured)
     if not all(

@@ -28,7 +28,7 @@ from .backends.domains import box_data_bounds
 from .budget import DEFAULT_COUNT_FRACTION, Budget
 from .features.base import FeatureMap
 from .features.composite import Composite
-from .features.marginals import Marginals
+from .features.marginals import MarginalTables
 from .schema import Schema
 from .selection import Forest
 
@@ -151,7 +151,7 @@ def auto_marginals(
     :param epsilon: the budget the map is planned for (or ``delta`` with it, or ``rho``)
     :param count_fraction: the share of the budget spent on the noisy count
     :param one_way_weight: weight of the 1-way blocks against the 2-way blocks (``1``: one
-        plain :class:`~opendp_sketch.features.marginals.Marginals`)
+        plain :class:`~opendp_sketch.features.marginals.MarginalTables`)
     :param bound_cells: a width (share of the range) for a cell at each bound of every numeric
         1-way marginal (``AUTO_BOUND_CELL``; not the default)
     :param pairs: ``"rule"`` (default) the rule above, ``"all"`` every 2-way marginal at the
@@ -190,22 +190,22 @@ def auto_marginals(
     return kept_map(full, keep, one_way_weight)
 
 
-def kept_map(full: Marginals, keep: Sequence[int], weight: float) -> FeatureMap:
+def kept_map(full: MarginalTables, keep: Sequence[int], weight: float) -> FeatureMap:
     """The blocks ``keep`` of ``full``, weighted by :func:`weighted_map`."""
     return weighted_map(full if len(keep) == len(full.blocks) else full.take(keep), weight)
 
 
-def weighted_map(fm: Marginals, weight: float) -> FeatureMap:
+def weighted_map(fm: MarginalTables, weight: float) -> FeatureMap:
     """The 1-way blocks of ``fm`` at ``weight`` against its 2- and 3-way blocks at 1 (a
     :class:`~opendp_sketch.Composite`), or ``fm`` itself at weight 1 or without pairs.
 
-    A column with two 1-way blocks (a tree: ``Marginals.auto(coarse_one_way=)``) has its coarse
+    A column with two 1-way blocks (a tree: ``MarginalTables.auto(coarse_one_way=)``) has its coarse
     block at ``weight + AUTO_TREE_EXTRA_WEIGHT`` and its fine block at ``AUTO_TREE_FINE_WEIGHT``,
     parts of their own (see :func:`auto_marginals`); at ``weight`` 1 every block, the tree's too,
     stays at weight 1 in ``fm`` itself.
 
-    >>> from opendp_sketch.features.marginals import Marginals
-    >>> fm = Marginals.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=2, coarse_one_way=2)
+    >>> from opendp_sketch.features.marginals import MarginalTables
+    >>> fm = MarginalTables.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=2, coarse_one_way=2)
     >>> w = weighted_map(fm, 3.0)
     >>> w.weights, [[(b.subset, b.shape) for b in m.blocks] for m in w.maps][:2]
     ((4.0, 1.0, 1.0), [[((0,), (2,)), ((1,), (2,)), ((2,), (2,))], [((0,), (8,)), ((1,), (8,)), ((2,), (8,))]])
@@ -264,7 +264,7 @@ def auto_blocks(
     pairs: str = "rule",
     targets: Sequence[int] = (),
     links: Sequence[tuple[int, int]] = (),
-) -> tuple[Marginals, list[int]]:
+) -> tuple[MarginalTables, list[int]]:
     """:func:`auto_marginals` before the weighting: every 1-way and 2-way block at the chosen
     bins, and the indices of the blocks the rule keeps (every 1-way block among them). With
     ``targets`` (a schema's declared model targets), the rule also keeps every pair holding a
@@ -279,8 +279,8 @@ def auto_blocks(
 
     chosen_bins: int = AUTO_FINE_BINS if fine_bins is None else fine_bins
 
-    def build(c: int, fine: int = chosen_bins) -> Marginals:
-        return Marginals.auto(
+    def build(c: int, fine: int = chosen_bins) -> MarginalTables:
+        return MarginalTables.auto(
             bounds,
             categorical=categorical,
             fine_bins=fine,
@@ -290,13 +290,13 @@ def auto_blocks(
             pair_levels=AUTO_MAX_PAIR_BINS,
         )
 
-    def ones(fm: Marginals) -> list[int]:
+    def ones(fm: MarginalTables) -> list[int]:
         return [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
 
     wanted = set(targets)
     linked = {tuple(sorted(p)) for p in links}
 
-    def with_targets(fm: Marginals, keep: list[int]) -> list[int]:
+    def with_targets(fm: MarginalTables, keep: list[int]) -> list[int]:
         extra = [
             i
             for i, b in enumerate(fm.blocks)
@@ -313,7 +313,7 @@ def auto_blocks(
     budget = Budget.of(epsilon, delta, rho)
     share = 1.0 - check_fraction(count_fraction)
 
-    def by_rule(fine: int) -> tuple[Marginals, list[int]]:
+    def by_rule(fine: int) -> tuple[MarginalTables, list[int]]:
         """``fine``-bin 1-way blocks and the 2-way blocks the row-estimate rule keeps."""
         fm = build(min(AUTO_MAX_PAIR_BINS, fine), fine)
         # the noise of the map with every pair, its 1-way blocks at weight min(a, 2): dropping blocks
@@ -354,8 +354,8 @@ def auto_blocks(
 
 
 def _with_coarse_one_way(
-    fm: Marginals, keep: list[int], columns: Sequence[int], bins: int
-) -> tuple[Marginals, list[int]]:
+    fm: MarginalTables, keep: list[int], columns: Sequence[int], bins: int
+) -> tuple[MarginalTables, list[int]]:
     """``fm`` with a second 1-way block of ``bins`` equal bins for each of ``columns`` whose 1-way
     block has more cells (a multiple of ``bins``), after the 1-way blocks; the indices of ``keep``
     moved to match, the new blocks kept. ``fm`` itself when no column qualifies."""
@@ -413,7 +413,7 @@ def auto_feature_map(
     [(16,), (16,), (2,), (64,), (64,), (16, 16), (16, 2), (16, 2)]
     >>> fm = auto_feature_map(s, epsilon=0.01)   # no pair pays at this budget: the pairs' 16 bins
     >>> type(fm).__name__, [b.shape for b in fm.blocks]
-    ('Marginals', [(16,), (16,), (2,)])
+    ('MarginalTables', [(16,), (16,), (2,)])
 
     With a map like this, :func:`release_sketch` also spends a tenth of the budget choosing a
     tree of pairs from the data when that pays (``pair_selection="auto"``, :func:`auto_tree`).
@@ -456,7 +456,7 @@ def schema_blocks(
     one_way_weight: float = AUTO_ONE_WAY_WEIGHT,
     fine_bins: int | None = None,
     pairs: str = "rule",
-) -> tuple[Marginals, list[int]]:
+) -> tuple[MarginalTables, list[int]]:
     """:func:`auto_feature_map` before the weighting (see :func:`auto_blocks`)."""
     levels = {
         j: v.size
@@ -481,7 +481,7 @@ def schema_blocks(
     )
 
 
-def tree_rounds(marginals: Marginals, measured: Sequence[int]) -> tuple[list[int], int]:
+def tree_rounds(marginals: MarginalTables, measured: Sequence[int]) -> tuple[list[int], int]:
     """The candidate pairs (2-way blocks not in ``measured``) and the number of rounds Kruskal
     takes: as many as the candidates can join components of the measured blocks. While fewer are
     picked, some candidate joins two components, so no round is ever without a choice."""
@@ -499,7 +499,7 @@ def tree_rounds(marginals: Marginals, measured: Sequence[int]) -> tuple[list[int
 def tree_ratio(
     budget: Budget,
     fm: FeatureMap,
-    full: Marginals,
+    full: MarginalTables,
     keep: Sequence[int],
     rows: int,
     count_fraction: float,
@@ -515,7 +515,7 @@ def tree_ratio(
 
 def auto_tree(
     budget: Budget,
-    full: Marginals,
+    full: MarginalTables,
     keep: Sequence[int],
     rows: int | None,
     count_fraction: float = DEFAULT_COUNT_FRACTION,

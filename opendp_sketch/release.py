@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import opendp.prelude as dp
@@ -54,7 +55,7 @@ from .plan import (
 from .schema import Schema
 from .sketch import Sketch
 
-__all__ = ["release_sketch"]
+__all__ = ["release_sketch", "prepare_table_release", "PreparedRelease"]
 
 
 def release_sketch(
@@ -312,6 +313,123 @@ def _release(
     return release_once(meas, X, budget, contributions)
 
 
+@dataclass(frozen=True)
+class PreparedRelease:
+    """A table's release, built and checked on the curator's side but not yet run: the
+    measurement, the input it reads (the checked frame), the map it measures (for the noise
+    warning) and the rows and passes it will read (for progress). ``Session`` runs it through
+    its privacy filter; :func:`release_sketch` runs it once."""
+
+    measurement: dp.Measurement
+    data: Any
+    feature_map: FeatureMap
+    rows: int
+    passes: int
+
+
+def _table_map(plan: Plan) -> tuple[FeatureMap, Any, Any, float | None]:
+    """The plan's map for a table whose map does not wait for a noisy count: the map, the
+    candidate blocks and kept indices of the automatic map (``None`` for a given map) and the
+    private tree's share (``None``: no tree)."""
+    schema, budget = plan.schema, plan.budget
+    assert schema is not None
+    chosen = plan.pair_selection
+    selection = float(chosen) if isinstance(chosen, (int, float)) else None
+    if plan.feature_map is not None:
+        return plan.feature_map, None, None, selection
+    full, keep = schema_blocks(
+        schema,
+        **budget.kwargs(),
+        count_fraction=plan.count_fraction,
+        one_way_weight=AUTO_ONE_WAY_WEIGHT,
+        fine_bins=plan.fine_bins,
+        pairs=plan.pairs,
+    )
+    if isinstance(chosen, str) and plan.pairs == "rule":  # "auto": public inputs decide
+        selection = auto_tree(budget, full, keep, schema.rows, plan.count_fraction)
+    return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT), full, keep, selection
+
+
+def prepare_table_release(
+    data: Any,
+    plan: Plan,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+    backend: Backend | None = None,
+) -> PreparedRelease:
+    """The release of a table under ``plan``'s public schema, checked and built, not run.
+
+    The table is checked by the schema first (one pass: dtypes, then the nulls, ``±inf`` and
+    unknown labels its rules do not cover), so a refused table spends nothing; then the
+    measurement is the plan's: a noisy row count before the map (a schema without ``rows``),
+    a private tree of pairs before the sketch, or the sketch alone, at the smallest noise
+    scale OpenDP certifies for the plan's budget.
+
+    :param backend: the cluster backend of a Dask or Spark DataFrame (``None``: any table
+        :func:`~opendp_sketch.backends.tables.as_frame` reads)
+    :raises ValueError: for a plan without a schema, or a table the schema refuses
+    """
+    schema, budget, contributions = plan.schema, plan.budget, plan.contributions
+    if schema is None:
+        raise ValueError("prepare_table_release needs a schema plan (dps.Plan(schema, ...))")
+    if backend is not None and plan.rows_fraction:
+        raise ValueError(
+            "rows_fraction counts the rows to plan the automatic map of a table in memory or in files: "
+            f"a {backend.name} release plans from the schema's rows estimate; drop it here"
+        )
+    if plan.counts_rows and backend is None:
+        smallest = auto_feature_map(schema, **budget.kwargs(), pairs="none")  # for the checks only
+        check_release_arguments(smallest, contributions, plan.count_fraction)
+        frame, domain, rows = _checked_table(data, schema, backend)
+        auto = isinstance(plan.pair_selection, str)
+        meas = make_row_estimated_sketch(
+            domain,
+            dp.symmetric_distance(),
+            budget,
+            contributions,
+            schema,
+            DEFAULT_ROWS_FRACTION if plan.rows_fraction is None else plan.rows_fraction,
+            count_fraction=plan.count_fraction,
+            fine_bins=plan.fine_bins,
+            pairs=plan.pairs,
+            pair_selection=AUTO_SELECTION if auto else plan.pair_selection,
+            chunk_rows=chunk_rows,
+            n_jobs=n_jobs,
+        )
+        # the count, then the release (and a tree's choices): the data is read twice or more
+        return PreparedRelease(meas, frame, smallest, rows, 2)
+    fm, full, keep, selection = _table_map(plan)
+    count_fraction = check_release_arguments(fm, contributions, plan.count_fraction)
+    frame, domain, rows = _checked_table(data, schema, backend)
+    if selection is not None:
+        meas, fm, rounds = make_spanning_sketch(
+            domain,
+            dp.symmetric_distance(),
+            budget,
+            contributions,
+            full,
+            keep,
+            selection,
+            one_way_weight=AUTO_ONE_WAY_WEIGHT,
+            count_fraction=count_fraction,
+            chunk_rows=chunk_rows,
+            n_jobs=n_jobs,
+        )
+        if rounds and schema.rows is not None and not isinstance(plan.pair_selection, str):
+            ratio = tree_ratio(budget, fm, full, keep, schema.rows, count_fraction, selection)
+            warn_if_tree_is_noise(ratio, schema.rows)
+        # with a choice to make, the data is read twice: the candidates' counts, then the release
+        return PreparedRelease(meas, frame, fm, rows, 2 if rounds else 1)
+
+    def build(scale: float) -> dp.Measurement:
+        return make_private_sketch(
+            domain, dp.symmetric_distance(), budget.measure, fm, scale, count_fraction, chunk_rows, n_jobs
+        )
+
+    meas = search_measurement(build, budget, contributions, fm.sensitivity(budget.p))
+    return PreparedRelease(meas, frame, fm, rows, 1)
+
+
 def _release_table(
     data: Any,
     plan: Plan,
@@ -320,93 +438,20 @@ def _release_table(
     progress: Callable[[int, int], None] | None,
     backend: Backend | None = None,
 ) -> Sketch:
-    """A table under the plan's public schema: checked by the schema (one pass), then released
-    once. ``backend``: the cluster backend of a Dask or Spark DataFrame, ``None`` for any table
-    :func:`~opendp_sketch.backends.tables.as_frame` reads; everything else is the same."""
-    schema, feature_map, budget = plan.schema, plan.feature_map, plan.budget
-    assert schema is not None
-    contributions, count_fraction, pairs, fine_bins = (
-        plan.contributions,
-        plan.count_fraction,
-        plan.pairs,
-        plan.fine_bins,
+    """A table under the plan's public schema: checked by the schema, then released once (on a
+    cluster without a choice to make, in one pass)."""
+    assert plan.schema is not None
+    if backend is not None and not plan.rows_fraction:
+        fm, _, _, selection = _table_map(plan)
+        if selection is None:
+            count_fraction = check_release_arguments(fm, plan.contributions, plan.count_fraction)
+            return _release_cluster_table_once(
+                backend, data, plan.schema, fm, plan.budget, plan.contributions, count_fraction, n_jobs
+            )
+    p = prepare_table_release(data, plan, chunk_rows, n_jobs, backend)
+    return _release_measured(
+        p.measurement, p.data, p.feature_map, plan.budget, plan.contributions, p.rows, progress, p.passes
     )
-    auto = isinstance(plan.pair_selection, str)  # "auto": decided below from the blocks
-    chosen = plan.pair_selection
-    pair_selection = float(chosen) if isinstance(chosen, (int, float)) else None
-    if backend is not None and plan.rows_fraction:
-        raise ValueError(
-            "rows_fraction counts the rows to plan the automatic map of a table in memory or in files: "
-            f"a {backend.name} release plans from the schema's rows estimate; drop it here"
-        )
-    estimate = plan.counts_rows and backend is None
-    rows_fraction = plan.rows_fraction
-    if estimate:
-        smallest = auto_feature_map(schema, **budget.kwargs(), pairs="none")  # for the checks only
-        check_release_arguments(smallest, contributions, count_fraction)
-        frame, domain, rows = _checked_table(data, schema, backend)
-        meas = make_row_estimated_sketch(
-            domain,
-            dp.symmetric_distance(),
-            budget,
-            contributions,
-            schema,
-            DEFAULT_ROWS_FRACTION if rows_fraction is None else rows_fraction,
-            count_fraction=count_fraction,
-            fine_bins=fine_bins,
-            pairs=pairs,
-            pair_selection=AUTO_SELECTION if auto else pair_selection,
-            chunk_rows=chunk_rows,
-            n_jobs=n_jobs,
-        )
-        # the count, then the release (and a tree's choices): the data is read twice or more
-        return _release_measured(meas, frame, smallest, budget, contributions, rows, progress, 2)
-    if feature_map is None:  # auto_feature_map's blocks: the selection also reads the ones it left out
-        full, keep = schema_blocks(
-            schema,
-            **budget.kwargs(),
-            count_fraction=count_fraction,
-            one_way_weight=AUTO_ONE_WAY_WEIGHT,
-            fine_bins=fine_bins,
-            pairs=pairs,
-        )
-        if auto and pairs == "rule":
-            pair_selection = auto_tree(budget, full, keep, schema.rows, count_fraction)
-        fm = kept_map(full, keep, AUTO_ONE_WAY_WEIGHT)
-    else:
-        fm = feature_map
-    count_fraction = check_release_arguments(fm, contributions, count_fraction)
-    if backend is not None and pair_selection is None:
-        return _release_cluster_table_once(
-            backend, data, schema, fm, budget, contributions, count_fraction, n_jobs
-        )
-    frame, domain, rows = _checked_table(data, schema, backend)
-    if pair_selection is not None:
-        meas, fm, rounds = make_spanning_sketch(
-            domain,
-            dp.symmetric_distance(),
-            budget,
-            contributions,
-            full,
-            keep,
-            pair_selection,
-            one_way_weight=AUTO_ONE_WAY_WEIGHT,
-            count_fraction=count_fraction,
-            chunk_rows=chunk_rows,
-            n_jobs=n_jobs,
-        )
-        if rounds and schema.rows is not None and not auto:
-            ratio = tree_ratio(budget, fm, full, keep, schema.rows, count_fraction, pair_selection)
-            warn_if_tree_is_noise(ratio, schema.rows)
-        # with a choice to make, the data is read twice: the candidates' counts, then the release
-        return _release_measured(meas, frame, fm, budget, contributions, rows, progress, 2 if rounds else 1)
-
-    def build(scale: float) -> dp.Measurement:
-        return make_private_sketch(
-            domain, dp.symmetric_distance(), budget.measure, fm, scale, count_fraction, chunk_rows, n_jobs
-        )
-
-    return _release_streamed(build, frame, fm, budget, contributions, rows, progress)
 
 
 def _release_cluster_table_once(

@@ -39,7 +39,7 @@ from .estimators.m2m import M2M
 from .estimators.plot import column_shares, plot_column
 from .features.composite import Composite
 from .features.histogram import DyadicTrees, Histogram
-from .features.marginals import Marginals
+from .features.marginals import MarginalTables
 from .features.moments import Moments
 from .schema import Categorical, Numeric, Schema
 from .sketch import Sketch
@@ -186,7 +186,7 @@ def _measured_pairs(sk: Sketch) -> set[tuple[int, int]]:
     maps = list(fm.maps) if isinstance(fm, Composite) else [fm]
     pairs: set[tuple[int, int]] = set()
     for m in maps:
-        if isinstance(m, Marginals):
+        if isinstance(m, MarginalTables):
             for b in m.blocks:
                 s = sorted(b.subset)
                 pairs |= {(s[i], s[j]) for i in range(len(s)) for j in range(i + 1, len(s))}

@@ -78,8 +78,8 @@ def independence_score(table: Any) -> int:
 def independence_scores(sums: Any, blocks: Sequence[MarginalBlock]) -> np.ndarray:
     """The score of every 2-way ``block`` from a marginal map's exact cell counts ``sums``.
 
-    >>> from opendp_sketch.features.marginals import Marginals
-    >>> fm = Marginals.auto(([0.0, 0.0, 0.0], [1.0, 1.0, 1.0]), fine_bins=2, coarse_bins=2)
+    >>> from opendp_sketch.features.marginals import MarginalTables
+    >>> fm = MarginalTables.auto(([0.0, 0.0, 0.0], [1.0, 1.0, 1.0]), fine_bins=2, coarse_bins=2)
     >>> X = np.array([[0.1, 0.1, 0.9], [0.9, 0.9, 0.1]] * 5)
     >>> pairs = [b for b in fm.blocks if len(b.subset) == 2]
     >>> [b.subset for b in pairs], independence_scores(fm.transform(X).sum(axis=0).astype(int), pairs)

@@ -49,6 +49,7 @@ from .ledger import (
 )
 from .measurements import check_release_arguments, then_private_sketch
 from .plan import Plan
+from .release import prepare_table_release
 from .sketch import Sketch, SketchFormatError
 
 __all__ = [
@@ -362,6 +363,10 @@ class Session:
         the share; it is then released through the session's privacy filter. The sketch is
         stored in the ledger; ``sketch.privacy["release_id"]`` is its id for :meth:`load_sketch`.
 
+        A :class:`~opendp_sketch.Plan` may stand in for the map (``release_sketch(data, plan)``):
+        a box plan as above, or a schema plan, released as :func:`~opendp_sketch.release_sketch`
+        releases it (any table; the plan's budget is the share), through the session's filter.
+
         :return: the released :class:`~opendp_sketch.Sketch`
         :raises PrivacyBudgetError: if the share exceeds the remaining budget (nothing is spent)
         :raises ValueError: on bad parameters or data, a budget of another kind than the
@@ -380,11 +385,8 @@ class Session:
         """
         if isinstance(feature_map, Plan):  # release_sketch(data, plan): the plan holds the rest
             plan = feature_map
-            if plan.kind != "box":
-                raise ValueError(
-                    "a session releases box plans (dps.Plan(feature_map, bounds, ...)); release a schema plan "
-                    "with dps.release_sketch, or encode the table first (schema.encode) and plan its box"
-                )
+            if plan.kind == "schema":
+                return self._release_table(data, plan, chunk_rows, n_jobs, description)
             assert plan.feature_map is not None
             feature_map, bounds, impute, column_names = (
                 plan.feature_map,
@@ -419,6 +421,25 @@ class Session:
         mech = share.mechanism
         summary = f"{type(feature_map).__name__} m={feature_map.num_features} {mech} fingerprint={feature_map.fingerprint()}"
         return self._release(meas, X, summary, description)
+
+    def _release_table(
+        self, data: Any, plan: Plan, chunk_rows: int, n_jobs: int | None, description: str | None
+    ) -> Sketch:
+        """A schema plan's release through the session's filter: the table checked and the
+        measurement built exactly as :func:`~opendp_sketch.release_sketch` builds it (a noisy
+        row count, a private tree of pairs, or the sketch alone), then filtered and recorded."""
+        self._unit("contributions", plan.contributions)
+        share = plan.budget
+        if share.kind != self.budget and not (share.kind == "epsilon" and self.budget == "epsilon_delta"):
+            raise ValueError(f"this session accounts {self._budget_words()}: give the plan's share as such")
+        prepared = prepare_table_release(data, plan, chunk_rows, n_jobs)
+        meas = self._lift(prepared.measurement)
+        schema = plan.schema
+        assert schema is not None
+        summary = f"schema plan columns={schema.columns} pairs={plan.pairs} {share.mechanism}"
+        sketch = self._release(meas, prepared.data, summary, description)
+        sketch.privacy["plan"] = plan.options()
+        return sketch
 
     def _unit(self, name: str, value: Any) -> int:
         """``value`` if it is the dataset's privacy unit, else a clear refusal."""

@@ -577,7 +577,7 @@ def _spec_work(spec: Any, stored: int, depth: int) -> tuple[int, int]:
                 f"the feature map's {name} ({value}) exceeds what the {stored} stored features support"
             )
     kind = str(spec.get("kind"))
-    if kind == "Marginals" and isinstance(params.get("bins"), list):
+    if kind in ("MarginalTables", "Marginals") and isinstance(params.get("bins"), list):
         for block in params["bins"]:
             cells = math.prod(b for b in block if isinstance(b, int)) if isinstance(block, list) else 0
             if cells > limit:

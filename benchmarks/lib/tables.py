@@ -56,7 +56,7 @@ TABLES: dict[str, tuple[str, str, dict[str, tuple[float, float]]]] = {
         },
     ),
 }
-#: categorical columns (integer codes) of each table, for the Marginals map
+#: categorical columns (integer codes) of each table, for the MarginalTables map
 CATEGORICAL = {"CPSSW8": [3, 4]}
 #: columns stored as integers (R's integer type), declared ``Numeric(..., integer=True)`` on the
 #: user's path as a user who knows the table's types would

@@ -17,14 +17,14 @@ from ..features.base import FeatureMap, OneHotFeatureMap
 from ..features.byclass import ByClass
 from ..features.composite import Composite
 from ..features.histogram import DyadicTrees, Histogram
-from ..features.marginals import Marginals
+from ..features.marginals import MarginalTables
 
 #: entries of a transient chunk: of a dense design when a map has no sparse evaluation, of a cell index
 CHUNK_ENTRIES = 1 << 21
 
 
 def is_cell_map(fm: FeatureMap) -> bool:
-    """One-hot maps (Marginals, Histogram, DyadicTrees, RACE) and weighted composites of them: a
+    """One-hot maps (MarginalTables, Histogram, DyadicTrees, RACE) and weighted composites of them: a
     few non-zero features per point, decoded on sparse matrices."""
     if isinstance(fm, Composite):
         return all(isinstance(m, OneHotFeatureMap) for m in fm.maps)
@@ -37,7 +37,7 @@ def cell_index(fm: FeatureMap, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     composite), so ``Φ(X)`` is one-hot up to those weights.
 
     >>> import numpy as np, opendp_sketch as dps
-    >>> one = dps.Marginals(bounds=(0, 1), subsets=[0], bins=4, dim=1)
+    >>> one = dps.MarginalTables(bounds=(0, 1), subsets=[0], bins=4, dim=1)
     >>> idx, vals = cell_index(dps.Composite([one, one], weights=[2.0, 1.0]), np.array([[0.3]]))
     >>> idx.tolist(), vals.tolist()
     ([[1, 5]], [2.0, 1.0])
@@ -100,7 +100,7 @@ def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:
         return [fm.bin_edges(j) for j in range(fm.dim)]
     if isinstance(fm, DyadicTrees):
         return [np.linspace(fm.lower[j], fm.upper[j], (1 << fm.levels) + 1) for j in range(fm.dim)]
-    if isinstance(fm, Marginals):  # the common refinement of every resolution a column has
+    if isinstance(fm, MarginalTables):  # the common refinement of every resolution a column has
         cuts: list[set[float]] = [set() for _ in range(fm.dim)]
         for i, blk in enumerate(fm.blocks):
             for j, e in zip(blk.subset, fm.block_edges(i)):
@@ -119,7 +119,7 @@ def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:
 
 def map_categories(fm: FeatureMap) -> dict[int, np.ndarray]:
     """Columns a map reads as integer codes (categorical marginals): their public code values."""
-    if isinstance(fm, Marginals):
+    if isinstance(fm, MarginalTables):
         return {j: np.arange(fm.lower[j], fm.upper[j] + 1) for j in fm.categories}
     if isinstance(fm, Composite):
         out: dict[int, np.ndarray] = {}

@@ -60,7 +60,7 @@ from scipy.stats import norm
 from ..features.base import FeatureMap
 from ..features.composite import Composite
 from ..features.histogram import Histogram
-from ..features.marginals import Marginals
+from ..features.marginals import MarginalTables
 from ..sketch import Sketch
 from .synthetic import cell_edges, cell_index
 
@@ -90,10 +90,10 @@ class Interval(NamedTuple):
 
 def partitions(fm: FeatureMap) -> list[tuple[int, int, float]] | None:
     """``(offset, size, weight)`` of each partition of the box into cells in the features of
-    ``fm`` (a Marginals table, a Histogram column, a block of a weighted composite of those:
+    ``fm`` (a MarginalTables table, a Histogram column, a block of a weighted composite of those:
     ``weight`` is what a cell's feature equals for a point inside it), or ``None`` for maps
     without one."""
-    if isinstance(fm, Marginals):
+    if isinstance(fm, MarginalTables):
         return [(b.offset, b.size, 1.0) for b in fm.blocks]
     if isinstance(fm, Histogram):
         return [(int(o), int(b), 1.0) for o, b in zip(fm.offsets, fm.bins)]
@@ -138,8 +138,8 @@ def require_cells(fm: FeatureMap) -> list[tuple[int, int, float]]:
     parts = partitions(fm)
     if parts is None:
         raise ValueError(
-            f"intervals need a sketch of marginal tables or histograms (Marginals, Histogram), not "
-            f"{type(fm).__name__}: release with a schema (its default map is made of Marginals) or dps.Marginals"
+            f"intervals need a sketch of marginal tables or histograms (MarginalTables, Histogram), not "
+            f"{type(fm).__name__}: release with a schema (its default map is made of MarginalTables) or dps.MarginalTables"
         )
     return parts
 

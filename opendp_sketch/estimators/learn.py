@@ -21,7 +21,7 @@ from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..features.composite import Composite
 from ..features.histogram import DyadicTrees, Histogram
-from ..features.marginals import Marginals
+from ..features.marginals import MarginalTables
 from ..schema import Numeric
 from ..sketch import Sketch
 from .contract import renamed_keyword
@@ -99,7 +99,7 @@ class _SketchRegressor:
                 f"a {type(fm).__name__} sketch measures column {names[j]!r} only on its own, so it cannot "
                 f"carry how it depends on the features; release a map that holds it jointly with them: "
                 'with a schema, release_sketch(..., pairs="all") (every 2-way marginal), or '
-                f"dps.Marginals with 2-way subsets containing column {j} (dps.Marginals.auto does), "
+                f"dps.MarginalTables with 2-way subsets containing column {j} (dps.MarginalTables.auto does), "
                 "dps.ByClass(...) for a label, or dps.RFF over all columns"
             )
 
@@ -306,13 +306,13 @@ class SketchLinearRegression(_SketchRegressor):
 def _measures_jointly(fm: FeatureMap, j: int) -> bool:
     """Whether some feature of ``fm`` depends on column ``j`` together with another column.
 
-    Maps of one column at a time (Histogram, DyadicTrees, Marginals whose blocks never hold ``j``
+    Maps of one column at a time (Histogram, DyadicTrees, MarginalTables whose blocks never hold ``j``
     with another column, composites of those) cannot; every other map (RFF, RACE, Moments, ByClass
-    and Marginals with a block over ``j`` and another column) can.
+    and MarginalTables with a block over ``j`` and another column) can.
     """
     if isinstance(fm, (Histogram, DyadicTrees)):
         return fm.input_dim == 1
-    if isinstance(fm, Marginals):
+    if isinstance(fm, MarginalTables):
         return any(j in b.subset and len(b.subset) > 1 for b in fm.blocks)
     if isinstance(fm, Composite):
         return any(_measures_jointly(m, j) for m in fm.maps)

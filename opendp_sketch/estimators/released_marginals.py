@@ -19,7 +19,7 @@ import numpy as np
 
 from ..features.base import FeatureMap
 from ..features.composite import Composite
-from ..features.marginals import Marginals
+from ..features.marginals import MarginalTables
 from .cells import cell_columns, cell_of
 
 #: sweeps of iterative proportional fitting of a pair table to its columns' 1-way marginals at
@@ -42,12 +42,12 @@ def simplex_projection(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - excess[k - 1] / k, 0.0)
 
 
-def _marginal_parts(fm: FeatureMap) -> list[tuple[Marginals, int, float]]:
+def _marginal_parts(fm: FeatureMap) -> list[tuple[MarginalTables, int, float]]:
     """``(map of marginals, offset, block weight)`` of a map of marginals or of each part of a
     composite of them; ``[]`` for any other map."""
-    if isinstance(fm, Marginals):
+    if isinstance(fm, MarginalTables):
         return [(fm, 0, 1.0)]
-    if isinstance(fm, Composite) and all(isinstance(m, Marginals) for m in fm.maps):
+    if isinstance(fm, Composite) and all(isinstance(m, MarginalTables) for m in fm.maps):
         return [(m, b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]  # type: ignore[misc]
     return []
 
@@ -143,7 +143,7 @@ def _two_way_blocks(fm: FeatureMap) -> list[tuple[int, tuple[int, int], int, tup
     return out
 
 
-def pair_maps(fm: FeatureMap, positions: Sequence[int]) -> dict[int, Marginals]:
+def pair_maps(fm: FeatureMap, positions: Sequence[int]) -> dict[int, MarginalTables]:
     """The marginal at each of ``positions`` (columns of :func:`cell_index`, as in
     :func:`_two_way_blocks`) as a one-block map, whose cell index is the block's own cell
     number: ``cell_index(fm, X)[:, p] − offset`` for that block alone."""

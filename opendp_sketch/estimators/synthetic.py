@@ -76,7 +76,7 @@ from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..features.composite import Composite
 from ..features.histogram import DyadicTrees, Histogram
-from ..features.marginals import Marginals
+from ..features.marginals import MarginalTables
 from ..sketch import Sketch
 from . import cells as _cells
 from . import point_weights as _point_weights
@@ -168,13 +168,13 @@ def _row_sum_groups(fm: FeatureMap) -> list[tuple[np.ndarray, float]] | None:
     exactly one 1 per row (values outside the box are clipped into a cell, NaN has its cell), and
     a composite scales its block by the block's weight.
 
-    >>> from opendp_sketch import Composite, Marginals
-    >>> fm = Composite([Marginals(bounds=(0, 1), subsets=[0, 1], bins=2, dim=2),
-    ...                 Marginals(bounds=(0, 1), subsets=[(0, 1)], bins=2, dim=2)], weights=[3, 1])
+    >>> from opendp_sketch import Composite, MarginalTables
+    >>> fm = Composite([MarginalTables(bounds=(0, 1), subsets=[0, 1], bins=2, dim=2),
+    ...                 MarginalTables(bounds=(0, 1), subsets=[(0, 1)], bins=2, dim=2)], weights=[3, 1])
     >>> [(g.tolist(), c) for g, c in _row_sum_groups(fm)]
     [([0, 1], 3.0), ([2, 3], 3.0), ([4, 5, 6, 7], 1.0)]
     """
-    if isinstance(fm, Marginals):
+    if isinstance(fm, MarginalTables):
         return [(np.arange(b.offset, b.offset + b.size), 1.0) for b in fm.blocks]
     if isinstance(fm, Histogram):
         return [(np.arange(o, o + k), 1.0) for o, k in zip(fm.offsets.tolist(), fm.bins.tolist())]

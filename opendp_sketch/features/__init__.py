@@ -2,7 +2,7 @@
 
 One module per family: :mod:`.rff` (RFF, QuantizedRFF), :mod:`.subsampled` (SubsampledRFF), :mod:`.race` (RACE),
 :mod:`.histogram` (Histogram, DyadicTrees), :mod:`.moments` (Moments, RandomQuadratic),
-:mod:`.byclass` (ByClass), :mod:`.marginals` (Marginals), :mod:`.composite` (Composite).
+:mod:`.byclass` (ByClass), :mod:`.marginals` (MarginalTables), :mod:`.composite` (Composite).
 The common interface is :class:`.base.FeatureMap`.
 """
 
@@ -10,7 +10,7 @@ from .base import FeatureMap, OneHotFeatureMap, feature_map_from_dict
 from .byclass import ByClass
 from .composite import Composite, CompositeBlock
 from .histogram import DyadicTrees, Histogram
-from .marginals import MarginalBlock, Marginals
+from .marginals import MarginalBlock, MarginalTables
 from .moments import Moments, RandomQuadratic
 from .race import RACE
 from .rff import RFF, QuantizedRFF
@@ -29,7 +29,7 @@ __all__ = [
     "Moments",
     "RandomQuadratic",
     "ByClass",
-    "Marginals",
+    "MarginalTables",
     "MarginalBlock",
     "Composite",
     "CompositeBlock",

@@ -80,8 +80,10 @@ def scratch_array(name: str, shape: tuple[int, ...], dtype: Any = np.float64) ->
 
 
 def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
-    """Class decorator: make ``cls`` loadable by :func:`feature_map_from_dict`."""
-    _REGISTRY[cls.__name__] = cls
+    """Class decorator: make ``cls`` loadable by :func:`feature_map_from_dict` (also under the
+    names it had before a rename, ``cls.former_names``, so saved sketches keep loading)."""
+    for name in (cls.__name__, *getattr(cls, "former_names", ())):
+        _REGISTRY[name] = cls
     return cls
 
 
@@ -95,7 +97,7 @@ def feature_map_from_dict(spec: dict[str, Any]) -> FeatureMap:
         raise ValueError("feature map spec must be a dict with 'kind' and a dict 'params'")
     kind = spec["kind"]
     if not isinstance(kind, str) or kind not in _REGISTRY:
-        raise ValueError(f"feature map kind ({kind!r}) must be one of {sorted(_REGISTRY)}")
+        raise ValueError(f"feature map kind ({kind!r}) must be one of {sorted(set(_REGISTRY))}")
     params = dict(spec["params"])
     if "feature_map" in params and isinstance(params["feature_map"], dict):
         params["feature_map"] = feature_map_from_dict(params["feature_map"])

@@ -118,8 +118,8 @@ class Composite(FeatureMap):
     :example:
 
     >>> import numpy as np, opendp_sketch as dps
-    >>> one = dps.Marginals(bounds=(0, 1), subsets=[0, 1], bins=4, dim=2)
-    >>> two = dps.Marginals(bounds=(0, 1), subsets=[(0, 1)], bins=2, dim=2)
+    >>> one = dps.MarginalTables(bounds=(0, 1), subsets=[0, 1], bins=4, dim=2)
+    >>> two = dps.MarginalTables(bounds=(0, 1), subsets=[(0, 1)], bins=2, dim=2)
     >>> fm = dps.Composite([one, two], weights=[1.0, 0.5])
     >>> [(b.offset, b.size, b.weight) for b in fm.blocks]
     [(0, 8, 1.0), (8, 4, 0.5)]

@@ -15,7 +15,7 @@ import numpy as np
 from .._validate import check_bounds, check_positive_int
 from .base import OneHotFeatureMap, register_feature_map
 
-__all__ = ["Marginals", "MarginalBlock"]
+__all__ = ["MarginalTables", "MarginalBlock"]
 
 #: most columns in one marginal
 MAX_WAY = 3
@@ -237,7 +237,7 @@ def _gram_layout(
 
 
 @register_feature_map
-class Marginals(OneHotFeatureMap):
+class MarginalTables(OneHotFeatureMap):
     r"""One-hot of a row's cell in every public marginal table, the tables side by side.
 
     Each marginal is a public subset ``S`` of 1 to 3 columns with public bins per column; its
@@ -268,7 +268,7 @@ class Marginals(OneHotFeatureMap):
     :example:
 
     >>> import numpy as np, opendp_sketch as dps
-    >>> fm = dps.Marginals(bounds=([0, 0], [1, 2]), subsets=[0, 1, (0, 1)], bins=[[4], [3], [2, 3]],
+    >>> fm = dps.MarginalTables(bounds=([0, 0], [1, 2]), subsets=[0, 1, (0, 1)], bins=[[4], [3], [2, 3]],
     ...                    categorical=[1])
     >>> [(b.subset, b.shape, b.offset) for b in fm.blocks]
     [((0,), (4,), 0), ((1,), (3,), 4), ((0, 1), (2, 3), 7)]
@@ -278,7 +278,7 @@ class Marginals(OneHotFeatureMap):
     (13, 3.0, 3.0)
     >>> fm.marginal(np.arange(13), (1, 0)).tolist()                # the 2-way table, axes swapped
     [[7, 10], [8, 11], [9, 12]]
-    >>> cut = dps.Marginals(bounds=(0, 10), subsets=[0, (0, 1)], bins=[[10], [[1.0, 2.0], 2]], dim=2)
+    >>> cut = dps.MarginalTables(bounds=(0, 10), subsets=[0, (0, 1)], bins=[[10], [[1.0, 2.0], 2]], dim=2)
     >>> cut.blocks[1].shape, cut.block_edges(1)[0].tolist()       # bins [0, 1), [1, 2), [2, 10]
     ((3, 2), [0.0, 1.0, 2.0, 10.0])
     >>> cut.cells(np.array([[0.5, 0.0], [1.0, 9.0], [7.0, 9.0]])).tolist()
@@ -286,6 +286,9 @@ class Marginals(OneHotFeatureMap):
     """
 
     kernel_name = "marginal tables (cell indicators)"
+    #: the class's name before issue 38's rename (``dps.Marginals``, which clashed with OpenDP's
+    #: ``dp.mbi.Marginals``): saved sketches that name it keep loading
+    former_names = ("Marginals",)
 
     def __init__(
         self,
@@ -362,36 +365,36 @@ class Marginals(OneHotFeatureMap):
             return np.arange(b + 1, dtype=np.float64) + (self.lower[j] - 0.5)
         return np.linspace(self.lower[j], self.upper[j], b + 1)
 
-    def insert(self, position: int, subsets: Sequence[Any], bins: Sequence[Any]) -> Marginals:
+    def insert(self, position: int, subsets: Sequence[Any], bins: Sequence[Any]) -> MarginalTables:
         """These marginals with the blocks ``subsets`` (bins as the constructor takes them, one
         entry per subset) inserted before block ``position``.
 
         >>> import opendp_sketch as dps
-        >>> fm = dps.Marginals(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[8], [8], [2, 2]], dim=2)
+        >>> fm = dps.MarginalTables(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[8], [8], [2, 2]], dim=2)
         >>> [(b.subset, b.shape) for b in fm.insert(2, [0], [[4]]).blocks]
         [((0,), (8,)), ((1,), (8,)), ((0,), (4,)), ((0, 1), (2, 2))]
         """
         if not _is_int(position) or not 0 <= position <= len(self.blocks):
             raise ValueError(f"position ({position!r}) must be an index in [0, {len(self.blocks)}]")
         p, k = self._params(), int(position)
-        return Marginals(
+        return MarginalTables(
             p["bounds"],
             p["subsets"][:k] + list(subsets) + p["subsets"][k:],
             p["bins"][:k] + list(bins) + p["bins"][k:],
             categorical=p["categorical"],
         )
 
-    def take(self, blocks: Sequence[int]) -> Marginals:
+    def take(self, blocks: Sequence[int]) -> MarginalTables:
         """The marginals ``blocks`` (positions in :attr:`blocks`, in that order) as a map of their
         own, with their bins and cut points.
 
         >>> import opendp_sketch as dps
-        >>> fm = dps.Marginals(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[[0.5]], [4], [2, 2]], dim=2)
+        >>> fm = dps.MarginalTables(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[[0.5]], [4], [2, 2]], dim=2)
         >>> [(b.subset, b.shape) for b in fm.take([2, 0]).blocks]
         [((0, 1), (2, 2)), ((0,), (2,))]
         """
         picked = [self.blocks[int(i)] for i in blocks]
-        return Marginals(
+        return MarginalTables(
             (self.lower, self.upper),
             [b.subset for b in picked],
             [_bins_spec(b) for b in picked],
@@ -503,8 +506,8 @@ class Marginals(OneHotFeatureMap):
         bound_cells: float | None = None,
         pair_levels: int | None = None,
         coarse_one_way: int | None = None,
-    ) -> Marginals:
-        r"""Marginals chosen from public information only: every 1-way and as many 2-way as fit.
+    ) -> MarginalTables:
+        r"""MarginalTables chosen from public information only: every 1-way and as many 2-way as fit.
 
         The rule (deterministic; it reads the bounds, the categorical columns and the budget):
 
@@ -543,16 +546,16 @@ class Marginals(OneHotFeatureMap):
         :example:
 
         >>> import opendp_sketch as dps
-        >>> fm = dps.Marginals.auto(([0, 0, 0], [1, 1, 3]), categorical=[2], fine_bins=16,
+        >>> fm = dps.MarginalTables.auto(([0, 0, 0], [1, 1, 3]), categorical=[2], fine_bins=16,
         ...                         coarse_bins=4, max_cells=100)
         >>> [(b.subset, b.shape) for b in fm.blocks]
         [((0,), (16,)), ((1,), (16,)), ((2,), (4,)), ((0, 1), (4, 4)), ((0, 2), (4, 4)), ((1, 2), (4, 4))]
         >>> fm.num_features, fm.sensitivity(1)
         (84, 6.0)
-        >>> one = dps.Marginals.auto((0, 10), dim=1, fine_bins=4, bound_cells=1e-3)
+        >>> one = dps.MarginalTables.auto((0, 10), dim=1, fine_bins=4, bound_cells=1e-3)
         >>> one.blocks[0].shape, one.block_edges(0)[0].tolist()
         ((6,), [0.0, 0.01, 2.5, 5.0, 7.5, 9.99, 10.0])
-        >>> tree = dps.Marginals.auto(([0, 0, 0], [1, 1, 3]), categorical=[2], fine_bins=16,
+        >>> tree = dps.MarginalTables.auto(([0, 0, 0], [1, 1, 3]), categorical=[2], fine_bins=16,
         ...                           coarse_bins=4, coarse_one_way=4)
         >>> [(b.subset, b.shape) for b in tree.blocks][:5], tree.sensitivity(1)
         ([((0,), (16,)), ((1,), (16,)), ((2,), (4,)), ((0,), (4,)), ((1,), (4,))], 8.0)

@@ -90,7 +90,7 @@ def test_a_spec_at_the_limit_is_built_in_bounded_memory_then_refused_by_its_fing
 
 
 def test_oversized_blocks_and_deep_nesting_are_refused(tmp_path):
-    marg = dps.Marginals(bounds=([0.0] * 3, [1.0] * 3), subsets=[[0, 1, 2]], bins=[[4, 4, 4]]).to_dict()
+    marg = dps.MarginalTables(bounds=([0.0] * 3, [1.0] * 3), subsets=[[0, 1, 2]], bins=[[4, 4, 4]]).to_dict()
     marg["params"]["bins"] = [[1000, 1000, 1000]]  # 10⁹ cells, each side under the stored length
     path = tmp_path / "block.sketch"
     _craft(path, [marg])

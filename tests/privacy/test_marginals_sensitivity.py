@@ -1,4 +1,4 @@
-"""Marginals and Composite: stated sensitivities hold for the integers actually summed.
+"""MarginalTables and Composite: stated sensitivities hold for the integers actually summed.
 
 Adding or removing one row — random, on bin edges and one ulp either side, half-integer codes,
 NaN, ``±inf``, ``±1e308`` mixed across columns — never moves the exact integer sum by more than
@@ -28,8 +28,8 @@ from opendp_sketch.testing import (
 BOX3 = ([0.0, -5.0, 0.0], [1.0, 5.0, 3.0])
 
 
-def _marginals() -> dps.Marginals:
-    return dps.Marginals(
+def _marginals() -> dps.MarginalTables:
+    return dps.MarginalTables(
         BOX3, [0, 1, 2, (0, 2), (2, 1, 0)], bins=[[7], [5], [4], [3, 4], [4, 5, 2]], categorical=[2]
     )
 
@@ -38,13 +38,13 @@ def _marginals() -> dps.Marginals:
 CASES = {
     "marginals-mixed": (_marginals, BOX3, (1.0, 1.0)),
     "marginals-auto": (
-        lambda: dps.Marginals.auto(BOX3, categorical=[2], fine_bins=16, coarse_bins=4, max_cells=200),
+        lambda: dps.MarginalTables.auto(BOX3, categorical=[2], fine_bins=16, coarse_bins=4, max_cells=200),
         BOX3,
         (1.0, 1.0),
     ),
     "composite-onehot": (
         lambda: dps.Composite(
-            [dps.Marginals(BOX3, [0, 1, 2], bins=8, categorical=[2]), _marginals()], [1.0, 0.3]
+            [dps.MarginalTables(BOX3, [0, 1, 2], bins=8, categorical=[2]), _marginals()], [1.0, 0.3]
         ),
         BOX3,
         (1.0, 1.0),
@@ -64,7 +64,7 @@ CASES = {
     "composite-nested-byclass": (
         lambda: dps.ByClass(
             dps.Composite(
-                [dps.Marginals(BOX3, [(0, 1)], bins=3), dps.QuantizedRFF(dim=3, num_features=8, seed=2)],
+                [dps.MarginalTables(BOX3, [(0, 1)], bins=3), dps.QuantizedRFF(dim=3, num_features=8, seed=2)],
                 [2.0, 0.7],
             ),
             num_classes=3,
@@ -81,7 +81,7 @@ def _edge_rows(fm: dps.FeatureMap, lo: np.ndarray, hi: np.ndarray, rng: np.rando
     inner = fm.feature_map if isinstance(fm, dps.ByClass) else fm
     found = [b.feature_map for b in inner.blocks] if isinstance(inner, dps.Composite) else [inner]
     rows = []
-    for m in (m for m in found if isinstance(m, dps.Marginals)):
+    for m in (m for m in found if isinstance(m, dps.MarginalTables)):
         for blk in m.blocks:
             for j, b in zip(blk.subset, blk.shape):
                 for e in m.edges(j, b):
@@ -131,7 +131,7 @@ def test_rows_never_exceed_the_integer_bound(case):
 
 def test_one_hot_rows_have_exactly_one_cell_per_marginal(case):
     fm, bounds, _, rows = case
-    if not isinstance(fm, dps.Marginals):
+    if not isinstance(fm, dps.MarginalTables):
         pytest.skip("one-hot marginals only")
     q = fm.fixed_features(rows)  # unclipped: NaN, ±inf and huge values included
     for blk in fm.blocks:

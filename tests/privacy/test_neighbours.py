@@ -115,8 +115,8 @@ def test_context_numpy_queries_release_on_both_neighbours(base, kind, chain):
 
 PAIRS = dps.Composite(
     [
-        dps.Marginals(bounds=BOX, subsets=[0, 1], bins=8, dim=D),
-        dps.Marginals(bounds=BOX, subsets=[(0, 1)], bins=4, dim=D),
+        dps.MarginalTables(bounds=BOX, subsets=[0, 1], bins=8, dim=D),
+        dps.MarginalTables(bounds=BOX, subsets=[(0, 1)], bins=4, dim=D),
     ],
     weights=[3.0, 1.0],
 )

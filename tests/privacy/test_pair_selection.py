@@ -254,7 +254,7 @@ def test_candidates_that_cannot_join_everything_get_as_many_rounds_as_they_can()
     from opendp_sketch.budget import Budget
 
     box = ([0.0] * 4, [1.0] * 4)
-    fm = dps.Marginals(box, [0, 1, 2, 3, (0, 1, 2), (2, 3), (0, 3)], bins=4)
+    fm = dps.MarginalTables(box, [0, 1, 2, 3, (0, 1, 2), (2, 3), (0, 3)], bins=4)
     m, shape, rounds = make_spanning_sketch(
         dps.box_domain(box), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, fm, measured=[0, 1, 2, 3, 4]
     )
@@ -264,7 +264,7 @@ def test_candidates_that_cannot_join_everything_get_as_many_rounds_as_they_can()
         sk = m(X)
         assert sk.privacy["pair_selection"]["pairs"] in ([[2, 3]], [[0, 3]])
         assert 0.99 < sk.privacy["loss"] <= 1.0
-    only = dps.Marginals(box, [0, 1, 2, 3, (0, 1)], bins=4)  # every pair measured: the plain release
+    only = dps.MarginalTables(box, [0, 1, 2, 3, (0, 1)], bins=4)  # every pair measured: the plain release
     _, _, none = make_spanning_sketch(
         dps.box_domain(box), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, only, measured=range(5)
     )
@@ -277,12 +277,12 @@ def test_make_spanning_sketch_refuses_bad_blocks(measured):
     from opendp_sketch.budget import Budget
 
     box = ([0.0] * 3, [1.0] * 3)
-    fm = dps.Marginals.auto(box, fine_bins=4, coarse_bins=2)
+    fm = dps.MarginalTables.auto(box, fine_bins=4, coarse_bins=2)
     with pytest.raises(ValueError, match="must be indices of the 6 blocks"):
         make_spanning_sketch(
             dps.box_domain(box), dp.symmetric_distance(), Budget.of(epsilon=1.0), 1, fm, measured
         )
-    with pytest.raises(ValueError, match="must be a Marginals map"):
+    with pytest.raises(ValueError, match="must be a MarginalTables map"):
         make_spanning_sketch(
             dps.box_domain(box),
             dp.symmetric_distance(),

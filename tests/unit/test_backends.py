@@ -137,3 +137,13 @@ def test_renamed_estimators_keep_their_old_name_for_one_release():
     with pytest.warns(DeprecationWarning, match="SketchLogisticRegression"):
         old = dps.LogisticRegression
     assert old is dps.SketchLogisticRegression
+
+
+def test_marginals_is_renamed_and_old_sketches_still_load(tmp_path):
+    with pytest.warns(DeprecationWarning, match="MarginalTables"):
+        assert dps.Marginals is dps.MarginalTables
+    fm = dps.MarginalTables(bounds=(0, 1), subsets=[0, (0, 1)], bins=4, dim=2)
+    spec = fm.to_dict()
+    assert spec["kind"] == "MarginalTables"
+    old = {**spec, "kind": "Marginals"}  # a sketch saved before the rename
+    assert dps.FeatureMap.from_dict(old) == fm

@@ -142,8 +142,18 @@ def test_a_session_takes_a_box_plan(tmp_path):
     plan = dps.Plan(dps.Histogram(bounds=(0, 1), bins=4, dim=2), (0, 1), epsilon=0.25)
     sk = s.release_sketch(X, plan)
     assert sk.privacy["epsilon"] <= 0.25 and s.remaining >= 0.75 - 1e-9
-    with pytest.raises(ValueError, match="a session releases box plans"):
-        s.release_sketch(X, dps.Plan(SCHEMA, epsilon=0.25))
+
+
+def test_a_session_takes_a_schema_plan(tmp_path, people):
+    s = dps.Session.open(tmp_path / "l.db", "people", epsilon=1.0)
+    plan = dps.Plan(SCHEMA, epsilon=0.5)
+    sk = s.release_sketch(people, plan)
+    assert sk.privacy["plan"] == plan.options() and sk.column_names == SCHEMA.columns
+    assert s.remaining <= 0.5 + 1e-9 and s.remaining >= 0.5 - 1e-9
+    assert s.load_sketch(sk.privacy["release_id"]).feature_map == sk.feature_map
+    with pytest.raises(dps.PrivacyBudgetError):
+        s.release_sketch(people, dps.Plan(SCHEMA, epsilon=0.75))
+    assert s.remaining >= 0.5 - 1e-9  # refused: nothing spent
 
 
 @pytest.mark.opendp_polars

@@ -719,10 +719,10 @@ def test_a_selection_with_99_rounds_stays_within_its_budget():
     measurement ("insufficient budget for query: 0.9700000000000026 > 0.97")."""
     from opendp_sketch.adaptive import make_spanning_sketch
     from opendp_sketch.budget import Budget
-    from opendp_sketch.features.marginals import Marginals
+    from opendp_sketch.features.marginals import MarginalTables
 
     d = 100
-    fm = Marginals.auto(([0.0] * d, [1.0] * d), fine_bins=2, coarse_bins=2)
+    fm = MarginalTables.auto(([0.0] * d, [1.0] * d), fine_bins=2, coarse_bins=2)
     ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
     m, _, rounds = make_spanning_sketch(
         dps.box_domain(([0.0] * d, [1.0] * d)),

@@ -325,7 +325,7 @@ def test_pairs_follow_the_public_row_estimate_and_budget():
     box = ([0.0] * 6, [1.0] * 6)
 
     def pairs(**kw):
-        fm = auto_marginals(box, one_way_weight=1.0, **kw)  # the rule on one plain Marginals
+        fm = auto_marginals(box, one_way_weight=1.0, **kw)  # the rule on one plain MarginalTables
         return [b.shape for b in fm.blocks if len(b.subset) == 2]
 
     # no estimate or no budget: every pair at 8 × 8, as before
@@ -382,8 +382,8 @@ def test_automatic_pairs_are_a_composite_whose_one_way_cells_see_less_noise():
             weighted = auto_marginals(box, rows=n, epsilon=e)
             kept = len(weighted.maps[-1].blocks) if isinstance(weighted, dps.Composite) else 0
             assert kept <= sum(len(b.subset) == 2 for b in plain.blocks)
-    # no pair kept: one plain Marginals, as before
-    assert isinstance(auto_marginals(box, rows=60_000, epsilon=0.1), dps.Marginals)
+    # no pair kept: one plain MarginalTables, as before
+    assert isinstance(auto_marginals(box, rows=60_000, epsilon=0.1), dps.MarginalTables)
     for bad in (0.5, 0, float("nan"), True, "2"):
         with pytest.raises(ValueError, match="one_way_weight"):
             auto_marginals(box, one_way_weight=bad)
@@ -445,7 +445,7 @@ def test_one_way_bins_follow_the_row_estimate_and_the_budget():
     # ε = 0.1 keeps no pair: the pairs' 16 bins, whatever the row estimate; "none" leaves them out too
     for rows in (60_000, 200_000):
         fm = auto_marginals(box, rows=rows, epsilon=0.1)
-        assert isinstance(fm, dps.Marginals) and one_way(fm) == {(16,)}
+        assert isinstance(fm, dps.MarginalTables) and one_way(fm) == {(16,)}
         assert one_way(auto_marginals(box, rows=rows, epsilon=0.1, pairs="none")) == {(16,)}
     assert one_way(auto_marginals(box, rows=60_000, epsilon=0.1, fine_bins=64)) == {(64,)}
     # some pairs kept, some left out: 16 bins too
@@ -496,7 +496,7 @@ def test_auto_feature_map_measures_the_pairs_asked_for():
     assert len(two_way(every)) == 6 and every.weights == (3.0, 1.0)  # 32 bins at this budget: no tree
     assert {b.shape for m in every.maps for b in m.blocks if len(b.subset) == 2} == {(16, 16), (16, 2)}
     none = dps.auto_feature_map(schema, epsilon=3.0, pairs="none")
-    assert isinstance(none, dps.Marginals) and two_way(none) == []
+    assert isinstance(none, dps.MarginalTables) and two_way(none) == []
     # without a row estimate every pair is measured (8 × 8); "none" still drops them
     bare = dps.Schema({"a": (0, 1), "b": (0, 1)})
     assert len(two_way(dps.auto_feature_map(bare, epsilon=1.0, pairs="all"))) == 1
@@ -517,7 +517,7 @@ def test_release_with_every_pair_spends_its_budget_and_records_the_map():
     assert sk.privacy["epsilon"] <= 0.5
     assert [b.subset for b in sk.feature_map.maps[-1].blocks] == [(0, 1), (0, 2), (1, 2)]
     rule = dps.release_sketch(frame, schema=schema, epsilon=0.5)
-    assert isinstance(rule.feature_map, dps.Marginals)  # the rule keeps no pair at this size
+    assert isinstance(rule.feature_map, dps.MarginalTables)  # the rule keeps no pair at this size
     with pytest.raises(ValueError, match="drop feature_map= or pairs="):
         dps.release_sketch(frame, dps.auto_feature_map(schema), schema=schema, epsilon=0.5, pairs="all")
     with pytest.raises(ValueError, match="pairs shape the automatic map of a schema"):

@@ -12,7 +12,7 @@ import opendp.prelude as dp
 import pytest
 
 import opendp_sketch as dps
-from opendp_sketch.features.marginals import MarginalBlock, Marginals
+from opendp_sketch.features.marginals import MarginalBlock, MarginalTables
 from opendp_sketch.selection import (
     SCORE_SENSITIVITY,
     Forest,
@@ -26,12 +26,12 @@ BOX = ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
 
 
 @pytest.fixture(scope="module")
-def marginals() -> Marginals:
+def marginals() -> MarginalTables:
     """1-way blocks of 2 cells per column, then the pairs (0, 1), (0, 2), (1, 2) of 2×2 cells."""
-    return Marginals.auto(BOX, fine_bins=2, coarse_bins=2)
+    return MarginalTables.auto(BOX, fine_bins=2, coarse_bins=2)
 
 
-def _pairs(fm: Marginals) -> list[MarginalBlock]:
+def _pairs(fm: MarginalTables) -> list[MarginalBlock]:
     return [b for b in fm.blocks if len(b.subset) == 2]
 
 
@@ -54,7 +54,7 @@ def test_score_values(table: Any, score: int) -> None:
     assert independence_score(np.asarray(table).T) == score  # symmetric in the two columns
 
 
-def test_scores_read_each_block_at_its_offset(marginals: Marginals) -> None:
+def test_scores_read_each_block_at_its_offset(marginals: MarginalTables) -> None:
     pairs = _pairs(marginals)
     sums = np.zeros(marginals.num_features, dtype=np.int64)
     table01, table12 = np.array([[3, 1], [1, 3]]), np.array([[0, 5], [5, 0]])
@@ -66,7 +66,7 @@ def test_scores_read_each_block_at_its_offset(marginals: Marginals) -> None:
     assert independence_scores(sums, []).tolist() == []
 
 
-def test_scores_of_the_exact_sums_follow_the_dependence(marginals: Marginals) -> None:
+def test_scores_of_the_exact_sums_follow_the_dependence(marginals: MarginalTables) -> None:
     rng = np.random.default_rng(4)
     x = rng.uniform(0, 1, 400)
     X = np.column_stack([x, x, rng.uniform(0, 1, 400)])  # columns 0 and 1 equal, 2 independent
@@ -81,7 +81,7 @@ def test_scores_of_the_exact_sums_follow_the_dependence(marginals: Marginals) ->
 class _Counts:
     """A backend's ``(cell counts, n)`` of a box's rows, counting how often it reads data."""
 
-    def __init__(self, fm: Marginals) -> None:
+    def __init__(self, fm: MarginalTables) -> None:
         self.fm, self.reads = fm, 0
 
     def __call__(self, data: np.ndarray) -> tuple[np.ndarray, int]:
@@ -97,7 +97,7 @@ def data() -> np.ndarray:
     return np.column_stack([x, np.clip(x + rng.normal(0, 0.05, 300), 0, 1), rng.uniform(0, 1, 300)])
 
 
-def test_scores_transformation_output_and_stability(marginals: Marginals, data: np.ndarray) -> None:
+def test_scores_transformation_output_and_stability(marginals: MarginalTables, data: np.ndarray) -> None:
     counts = _Counts(marginals)
     pairs = _pairs(marginals)
     dom = dps.box_domain(BOX)
@@ -110,7 +110,7 @@ def test_scores_transformation_output_and_stability(marginals: Marginals, data: 
 
 
 def test_one_memo_reads_a_dataset_once_and_a_new_dataset_again(
-    marginals: Marginals, data: np.ndarray
+    marginals: MarginalTables, data: np.ndarray
 ) -> None:
     counts, memo = _Counts(marginals), {}
     pairs = _pairs(marginals)
@@ -133,7 +133,7 @@ def test_one_memo_reads_a_dataset_once_and_a_new_dataset_again(
     "row", [[np.nan, 0.5, 0.5], [np.inf, -np.inf, 0.5], [1e308, -1e308, 1e-320], [1.0, 0.0, 1.0]]
 )
 def test_scores_of_neighbours_move_by_at_most_four(
-    marginals: Marginals, data: np.ndarray, row: list[float]
+    marginals: MarginalTables, data: np.ndarray, row: list[float]
 ) -> None:
     pairs = _pairs(marginals)
     dom = dps.box_domain(BOX)

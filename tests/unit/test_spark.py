@@ -88,7 +88,7 @@ def _maps() -> dict[str, dps.FeatureMap]:
         "Moments": dps.Moments(dim=D, radius=2.3, center=[0.5, -0.5, 0.0]),
         "RandomQuadratic": dps.RandomQuadratic(dim=D, num_features=20, radius=1.5, seed=5),
         "ByClass": dps.ByClass(dps.RFF(dim=D - 1, num_features=12, seed=6), num_classes=3),
-        "Marginals": dps.Marginals(([BOX[0]] * D, [BOX[1]] * D), [0, 1, (0, 2), (2, 1, 0)], bins=4),
+        "MarginalTables": dps.MarginalTables(([BOX[0]] * D, [BOX[1]] * D), [0, 1, (0, 2), (2, 1, 0)], bins=4),
         "Composite": dps.Composite(
             [dps.Histogram(bounds=BOX, bins=4, dim=D), dps.RFF(dim=D, num_features=8, bandwidth=0.5, seed=7)],
             [1.0, 0.4],
@@ -540,3 +540,31 @@ def test_one_map_gives_the_same_exact_pair_on_spark_as_on_numpy(spark):
     encoded = dps.Histogram(bounds=schema.bounds, bins=4)
     got = make_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), encoded)(df)
     assert got[1] == expected[1] and np.array_equal(got[0], expected[0])
+
+
+def test_one_plan_gives_the_same_exact_pair_and_release_on_spark(spark):
+    """The Spark leg of ``test_plan``'s one-plan check: the planned map's exact pair on a Spark
+    DataFrame equals the local table's, and ``release_sketch(spark_df, plan)`` measures that map
+    at the same noise and records the plan."""
+    import polars as pl
+
+    from opendp_sketch.backends import make_sum_and_count
+    from opendp_sketch.backends.spark import spark_table_domain
+    from opendp_sketch.backends.tables import table_domain
+
+    rng = np.random.default_rng(11)
+    schema = dps.Schema(
+        {"age": dps.Numeric(18, 90, integer=True), "cut": ["Fair", "Good", "Ideal"]}, rows=600
+    )
+    people = pl.DataFrame(
+        {"age": rng.integers(18, 91, 600), "cut": rng.choice(["Fair", "Good", "Ideal"], 600)}
+    )
+    plan = dps.Plan(schema, epsilon=1.0, pair_selection=None)
+    fm = plan.planned_map()
+    expected = make_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm)(people)
+    df = spark.createDataFrame(people.to_pandas())
+    got = make_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), fm)(df)
+    assert got[1] == expected[1] == 600 and np.array_equal(got[0], expected[0])
+    local, remote = dps.release_sketch(people, plan), dps.release_sketch(df, plan)
+    assert remote.feature_map == local.feature_map == fm
+    assert remote.noise["sum_scale"] == local.noise["sum_scale"] and remote.privacy["plan"] == plan.options()

@@ -105,7 +105,7 @@ def test_laplace_noise_on_few_cells_is_covered_at_the_level():
 def test_unsupported_counts_are_bounds_the_cells_allow(dependent):
     """With 1-way marginals only, a joint count of two dependent columns is far from what
     independence gives; noise-free, its interval must still hold the truth, and it is flagged."""
-    fm = dps.Marginals(BOX2, [0, 1], bins=10)
+    fm = dps.MarginalTables(BOX2, [0, 1], bins=10)
     est = dps.M2M(sketch_of(fm, dependent), n_samples=5000)
     rng = np.random.default_rng(1)
     for _ in range(30):
@@ -133,7 +133,7 @@ def test_unsupported_counts_are_bounds_the_cells_allow(dependent):
 def test_a_query_empty_on_the_decoder_points_is_not_an_empty_interval(dependent):
     """The decoder puts no mass where ``a`` is high and ``b`` low; the cells still allow rows
     there, so the bound must not collapse to 0 (uniform probes read the query in every cell)."""
-    fm = dps.Marginals(BOX2, [0, 1], bins=4)
+    fm = dps.MarginalTables(BOX2, [0, 1], bins=4)
     est = dps.M2M(sketch_of(fm, dependent), n_samples=2000)
     pred = (pl.col("a") > 0.5) & (pl.col("b") < 0.5)
     iv = est.count(pred, interval=0.95)
@@ -141,7 +141,7 @@ def test_a_query_empty_on_the_decoder_points_is_not_an_empty_interval(dependent)
 
 
 def test_pairs_make_two_column_counts_supported(dependent):
-    fm = dps.Marginals(BOX2, [0, 1, (0, 1)], bins=8)
+    fm = dps.MarginalTables(BOX2, [0, 1, (0, 1)], bins=8)
     rng = np.random.default_rng(2)
     est = dps.M2M(sketch_of(fm, dependent, sd=5.0, rng=rng), n_samples=5000)
     iv = est.count((pl.col("a") < 0.5) & (pl.col("b") >= 0.25), interval=0.9)
@@ -151,7 +151,7 @@ def test_pairs_make_two_column_counts_supported(dependent):
 
 
 def test_means_and_cdfs_have_intervals(dependent):
-    fm = dps.Marginals(BOX2, [0, 1], bins=16)
+    fm = dps.MarginalTables(BOX2, [0, 1], bins=16)
     est = dps.M2M(sketch_of(fm, dependent), n_samples=5000)
     iv = est.mean(interval=0.95)
     truth = dependent.mean(axis=0)
@@ -174,7 +174,7 @@ def test_refusals_name_the_fix(dependent):
     rff = dps.RFF(dim=2, num_features=50, bandwidth=0.3, seed=0)
     sk = dps.Sketch(feature_map=rff, sum_units=np.asarray(rff.fixed_sum(dependent)), count=4000, bounds=BOX2)
     est = dps.M2M(sk, n_samples=2000)
-    with pytest.raises(ValueError, match="Marginals"):
+    with pytest.raises(ValueError, match="MarginalTables"):
         est.count(lambda Z: Z[:, 0] < 0.5, interval=0.95)
     est = dps.M2M(sketch_of(dps.Histogram(BOX2, bins=4), dependent), n_samples=2000)
     for bad in (0.0, 1.0, 95, True):
@@ -187,7 +187,7 @@ def test_refusals_name_the_fix(dependent):
 def test_fit_ratio_flags_blocks_the_decoder_cannot_reconcile(dependent):
     """A noisy but consistent sketch fits to about its noise; one whose 1-way table contradicts
     its pair table (every row in the first bin against every row in the last) cannot."""
-    fm = dps.Marginals(BOX2, [0, (0, 1)], bins=4)
+    fm = dps.MarginalTables(BOX2, [0, (0, 1)], bins=4)
     rng = np.random.default_rng(5)
     good = dps.M2M(sketch_of(fm, dependent, sd=10.0, rng=rng), n_samples=5000)
     assert good.fit_ratio < 1.5 and "fit_ratio=" in repr(good)
@@ -234,8 +234,8 @@ def test_composite_blocks_give_intervals_in_their_own_noise(dependent):
     """In a weighted composite, a block of weight ``a`` holds ``a`` per row with noise ``σ``: its
     cells are read as rows with noise ``σ/a``. A count the 1-way block (weight 4) holds gets the
     band of its cells at ``σ/4``."""
-    ones = dps.Marginals(BOX2, [0, 1], bins=8)
-    pair = dps.Marginals(BOX2, [(0, 1)], bins=8)
+    ones = dps.MarginalTables(BOX2, [0, 1], bins=8)
+    pair = dps.MarginalTables(BOX2, [(0, 1)], bins=8)
     fm = dps.Composite([ones, pair], weights=[4.0, 1.0])
     rng = np.random.default_rng(4)
     est = dps.M2M(sketch_of(fm, dependent, sd=20.0, rng=rng), n_samples=5000)
@@ -272,7 +272,7 @@ def test_quantile_intervals_cover_at_least_their_level():
     assert isinstance(scalar.low, float) and scalar.low <= truth[0] <= scalar.high
     rff = dps.RFF(dim=1, num_features=20, bandwidth=0.3, seed=0)
     est = dps.M2M(dps.Sketch(rff, np.asarray(rff.fixed_sum(X)), 5000, bounds=([0.0], [1.0])), n_samples=2000)
-    with pytest.raises(ValueError, match="Marginals"):
+    with pytest.raises(ValueError, match="MarginalTables"):
         est.quantile(0, 0.5, interval=0.95)
     with pytest.raises(ValueError, match="level"):
         dps.M2M(sketch_of(fm, X, box=([0.0], [1.0]), names=("x",)), n_samples=2000).quantile(

@@ -158,20 +158,20 @@ def test_bad_penalty_is_refused_before_any_work(penalty, classification):
     [
         lambda: dps.Histogram(bounds=(0, 1), bins=16, dim=4),
         lambda: dps.DyadicTrees(bounds=(0, 1), levels=4, dim=4),
-        lambda: dps.Marginals((0, 1), [0, 1, 2, 3, (0, 1)], bins=8, dim=4),  # label (3) only alone
+        lambda: dps.MarginalTables((0, 1), [0, 1, 2, 3, (0, 1)], bins=8, dim=4),  # label (3) only alone
     ],
 )
 def test_maps_that_never_hold_the_label_with_a_feature_are_refused_before_decoding(make, classification):
     (X, y), _, _ = classification
     sk = dps.release_sketch(np.column_stack([X, y]), make(), bounds=(0, 1), epsilon=1.0)
     for model in (dps.SketchLogisticRegression(), dps.SketchLinearRegression()):
-        with pytest.raises(ValueError, match=r"measures column 'x3' only on its own.*Marginals"):
+        with pytest.raises(ValueError, match=r"measures column 'x3' only on its own.*MarginalTables"):
             model.fit(sk)
 
 
 def test_logistic_regression_from_pairwise_marginals(classification):
     (X, y), (Xt, yt), beta = classification
-    fm = dps.Marginals((0, 1), [(0, 3), (1, 3), (2, 3)], bins=[(16, 2)] * 3, categorical=[3], dim=4)
+    fm = dps.MarginalTables((0, 1), [(0, 3), (1, 3), (2, 3)], bins=[(16, 2)] * 3, categorical=[3], dim=4)
     sk = dps.release_sketch(np.column_stack([X, y]), fm, bounds=(0, 1), epsilon=1.0)
     clf = dps.SketchLogisticRegression().fit(sk)
     assert auc(yt, clf.decision_function(Xt)) > auc(yt, (Xt - 0.5) @ beta) - 0.03

@@ -57,7 +57,7 @@ def range_counts(rng, X_or_est, n_queries=60):
 
 
 def marginals_2way():
-    return dps.Marginals(
+    return dps.MarginalTables(
         bounds=(0, 1),
         subsets=[0, 1, 2, (0, 1), (0, 2), (1, 2)],
         bins=[[16], [16], [16], [8, 8], [8, 8], [8, 8]],
@@ -151,7 +151,7 @@ def test_categorical_columns_are_decoded_as_codes():
     rng = np.random.default_rng(5)
     g = rng.choice([0, 1, 2], size=3000, p=[0.6, 0.3, 0.1]).astype(float)
     x = np.clip(rng.beta(2, 5, 3000) + 0.2 * g, 0, 1)
-    fm = dps.Marginals(
+    fm = dps.MarginalTables(
         bounds=([0, 0], [1, 2]), subsets=[0, 1, (0, 1)], bins=[[8], [3], [4, 3]], categorical=[1]
     )
     sk = dps.Sketch(
@@ -247,7 +247,7 @@ def test_the_design_stores_each_distinct_one_hot_row_once_without_changing_its_p
     from opendp_sketch.estimators.synthetic import _Design, _distinct_rows
 
     rng = np.random.default_rng(4)
-    fm = dps.Marginals((0, 1), [0, 1, (0, 1)], bins=4, dim=2)
+    fm = dps.MarginalTables((0, 1), [0, 1, (0, 1)], bins=4, dim=2)
     X = rng.choice([0.1, 0.3, 0.6, 0.9], size=(500, 2))  # 16 distinct cells for 500 points
     design = _Design(fm, X)
     assert design.P.shape[0] == 16
@@ -267,7 +267,7 @@ def test_the_fit_on_distinct_rows_gives_the_weights_of_the_fit_on_points():
     from opendp_sketch.estimators.synthetic import _Design, _fit_weights
 
     rng = np.random.default_rng(7)
-    fm = dps.Marginals((0, 1), [0, 1, (0, 1)], bins=4, dim=2)
+    fm = dps.MarginalTables((0, 1), [0, 1, (0, 1)], bins=4, dim=2)
     X = rng.choice([0.1, 0.3, 0.6, 0.9], size=(2_000, 2), p=[0.1, 0.2, 0.3, 0.4])
     target = fm.transform(rng.uniform(size=(300, 2)) ** 2).mean(axis=0)
     wt = np.full(fm.num_features, 50.0)
@@ -293,7 +293,7 @@ def test_skewed_columns_keep_every_released_cell():
     rng = np.random.default_rng(7)
     n, d = 37_000, 8
     X = np.clip(rng.lognormal(0.0, 2.0, (n, d)) / 300.0, 0, 1)  # 93 % of each column in bin 0
-    fm = dps.Marginals(([0.0] * d, [1.0] * d), list(range(d)), bins=16)
+    fm = dps.MarginalTables(([0.0] * d, [1.0] * d), list(range(d)), bins=16)
     sd = 11.5
     units = np.asarray(fm.fixed_sum(X), dtype=np.int64) + np.rint(rng.normal(0, sd, fm.num_features)).astype(
         np.int64
@@ -313,8 +313,8 @@ def test_weighted_composites_of_cell_maps_decode_on_every_point(table):
     """A composite of marginals is a cell map up to its weights: it keeps all N points (it used to
     be capped like a dense map, at 2²²/m) and, noise-free, decodes like the unweighted marginals."""
     plain = marginals_2way()
-    ones = dps.Marginals(bounds=(0, 1), subsets=[0, 1, 2], bins=16, dim=3)
-    pairs = dps.Marginals(bounds=(0, 1), subsets=[(0, 1), (0, 2), (1, 2)], bins=8, dim=3)
+    ones = dps.MarginalTables(bounds=(0, 1), subsets=[0, 1, 2], bins=16, dim=3)
+    pairs = dps.MarginalTables(bounds=(0, 1), subsets=[(0, 1), (0, 2), (1, 2)], bins=8, dim=3)
     weighted = dps.Composite([ones, pairs], weights=[3.0, 1.0])
     assert weighted.num_features * 20_000 > 1 << 22  # the dense cap would have applied
     rng = np.random.default_rng(5)
@@ -350,7 +350,7 @@ def test_progress_reports_each_round_then_every_round_done(released):
 
 
 # -- raking the 1-way marginals -------------------------------------------------------------------
-PAIR_MAP = dps.Marginals(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[4], [4], [4, 4]], dim=2)
+PAIR_MAP = dps.MarginalTables(bounds=(0, 1), subsets=[0, 1, (0, 1)], bins=[[4], [4], [4, 4]], dim=2)
 SKEWED = np.array([0.85, 0.05, 0.05, 0.05])
 
 
@@ -405,7 +405,7 @@ def test_rake_leaves_a_fit_that_agrees_with_its_one_way_blocks():
 
 
 def test_rake_only_applies_to_marginals_with_joint_blocks(table):
-    fm = dps.Marginals(bounds=(0, 1), subsets=[0, 1, 2], bins=8, dim=3)
+    fm = dps.MarginalTables(bounds=(0, 1), subsets=[0, 1, 2], bins=8, dim=3)
     units = np.array(fm.fixed_sum(table), dtype=np.int64)
     units[::5] += 400  # a misfit the 1-way fit cannot have beyond its own projection
     sk = dps.Sketch(fm, units, table.shape[0], noise={"sum_variance": 1.0, "count_variance": 1.0}, bounds=BOX)
@@ -492,7 +492,7 @@ def test_linear_placement_leaves_a_flat_column_flat():
 def test_linear_placement_does_not_read_a_thin_bound_cell_as_a_density():
     rng = np.random.default_rng(6)
     x = np.concatenate([np.zeros(8000), rng.uniform(0, 1, 12_000)])  # 40 % on the lower bound
-    fm = dps.Marginals(bounds=(0, 1), subsets=[0], bins=[[[1e-6, *np.linspace(0, 1, 9)[1:-1]]]], dim=1)
+    fm = dps.MarginalTables(bounds=(0, 1), subsets=[0], bins=[[[1e-6, *np.linspace(0, 1, 9)[1:-1]]]], dim=1)
     units = np.array(fm.fixed_sum(x[:, None]), dtype=np.int64)
     sk = dps.Sketch(fm, units, x.size, bounds=([0.0], [1.0]))
     dec = SyntheticDecoder(n_points=4000).fit(sk)
@@ -540,7 +540,7 @@ def test_marginals_start_from_their_released_one_way_blocks(table):
 
 
 def test_a_prior_or_a_column_without_its_one_way_block_fits_round_0(table):
-    pairs_only = dps.Marginals(bounds=(0, 1), subsets=[(0, 1), (1, 2)], bins=4, dim=3)
+    pairs_only = dps.MarginalTables(bounds=(0, 1), subsets=[(0, 1), (1, 2)], bins=4, dim=3)
     prior = lambda n, rng: rng.uniform(0, 1, size=(n, 3))  # noqa: E731
     for fm, kwargs in ((pairs_only, {}), (marginals_2way(), {"prior": prior})):
         dec = SyntheticDecoder(n_points=2000, seed=2, rounds=2, **kwargs).fit(exact_sketch(fm, table))
@@ -555,7 +555,7 @@ def test_every_public_value_stays_among_the_points_when_its_cell_is_released_emp
     rng = np.random.default_rng(7)
     n = 4000
     X = np.column_stack([rng.uniform(0, 1, n), rng.choice([0.0, 1.0, 2.0], n)])  # code 3 empty
-    fm = dps.Marginals(
+    fm = dps.MarginalTables(
         bounds=([0, 0], [1, 3]), subsets=[0, 1, (0, 1)], bins=[[8], [4], [8, 4]], categorical=[1]
     )
     units = np.array(fm.fixed_sum(X), dtype=np.int64)
@@ -623,8 +623,8 @@ def _chain_table(n: int = 8000) -> np.ndarray:
     return np.column_stack([x0, x1, x2])
 
 
-def _chain_map() -> dps.Marginals:
-    return dps.Marginals(
+def _chain_map() -> dps.MarginalTables:
+    return dps.MarginalTables(
         bounds=(0, 1), subsets=[0, 1, 2, (0, 1), (1, 2)], bins=[[16], [16], [16], [16, 16], [16, 16]], dim=3
     )
 
@@ -732,7 +732,7 @@ def test_discrete_columns_are_decoded_with_their_pile_at_the_bound():
     rng = np.random.default_rng(3)
     x = np.minimum(np.floor(rng.exponential(8.0, 20_000)), 60.0)
     x[:600] = 60.0
-    fm = dps.Marginals(bounds=(0, 60), subsets=[0], bins=12, dim=1)
+    fm = dps.MarginalTables(bounds=(0, 60), subsets=[0], bins=12, dim=1)
     sk = dps.Sketch(
         fm, np.array(fm.fixed_sum(x[:, None]), dtype=np.int64), x.size, noise={}, bounds=([0.0], [60.0])
     )
@@ -773,7 +773,7 @@ def test_end_cell_profiles_never_raise_on_extreme_densities():
 def tree_map(fine_weight: float = 1.0) -> dps.Composite:
     """Columns 0 and 1 at 4 coarse cells (weight 4) and 16 fine ones (``fine_weight``), column 2 at
     16 cells (weight 3), the pairs at 1."""
-    full = dps.Marginals.auto(BOX, fine_bins=16, coarse_bins=4, coarse_one_way=4).take(
+    full = dps.MarginalTables.auto(BOX, fine_bins=16, coarse_bins=4, coarse_one_way=4).take(
         [0, 1, 2, 3, 4, 6, 7, 8]
     )
     coarse, single, fine, pairs = full.take([3, 4]), full.take([2]), full.take([0, 1]), full.take([5, 6, 7])

@@ -17,12 +17,12 @@ from opendp_sketch.testing import check_roundtrip, check_sum_invariance
 B2 = ([0.0, 0.0], [1.0, 1.0])
 
 
-def _one() -> dps.Marginals:
-    return dps.Marginals(B2, [0, 1], bins=8)
+def _one() -> dps.MarginalTables:
+    return dps.MarginalTables(B2, [0, 1], bins=8)
 
 
-def _two() -> dps.Marginals:
-    return dps.Marginals(B2, [(0, 1)], bins=4)
+def _two() -> dps.MarginalTables:
+    return dps.MarginalTables(B2, [(0, 1)], bins=4)
 
 
 def _rff() -> dps.RFF:

@@ -1,4 +1,4 @@
-"""Unit tests of Marginals (opendp_sketch/features/marginals.py)."""
+"""Unit tests of MarginalTables (opendp_sketch/features/marginals.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from opendp_sketch.testing import check_roundtrip, check_sum_invariance
 B2 = ([0.0, 0.0], [1.0, 1.0])
 
 
-def _mixed() -> dps.Marginals:
+def _mixed() -> dps.MarginalTables:
     """Column 0 numeric on [0, 1], column 1 numeric on [-5, 5], column 2 categorical with codes 0..3."""
-    return dps.Marginals(
+    return dps.MarginalTables(
         bounds=([0, -5, 0], [1, 5, 3]),
         subsets=[0, 1, 2, (0, 2), (2, 1, 0)],
         bins=[[4], [5], [4], [2, 4], [4, 5, 2]],
@@ -67,14 +67,14 @@ def test_hand_checked_cells():
 @pytest.mark.parametrize("k", [2, 3, 7, 10, 50, 1000])
 def test_integer_codes_land_in_their_own_bin(k):
     codes = np.arange(k, dtype=np.float64)
-    cat = dps.Marginals(bounds=(0, k - 1), subsets=[0], categorical=[0], dim=1)
+    cat = dps.MarginalTables(bounds=(0, k - 1), subsets=[0], categorical=[0], dim=1)
     assert cat.blocks[0].shape == (k,)
     assert cat.cells(codes[:, None])[:, 0].tolist() == list(range(k))
     # also without the flag: K equal bins of [0, K - 1] hold one code each (c·K/(K-1) stays in [c, c+1))
-    num = dps.Marginals(bounds=(0, k - 1), subsets=[0], bins=k, dim=1)
+    num = dps.MarginalTables(bounds=(0, k - 1), subsets=[0], bins=k, dim=1)
     assert num.cells(codes[:, None])[:, 0].tolist() == list(range(k))
     # codes offset from 0 (bounds [lo, hi]) and the half-integer edges
-    shifted = dps.Marginals(bounds=(-3, k - 4), subsets=[0], categorical=[0], dim=1)
+    shifted = dps.MarginalTables(bounds=(-3, k - 4), subsets=[0], categorical=[0], dim=1)
     assert shifted.cells(codes[:, None] - 3)[:, 0].tolist() == list(range(k))
     np.testing.assert_array_equal(shifted.edges(0, k), np.arange(k + 1) - 3.5)
 
@@ -85,7 +85,7 @@ def test_numeric_bin_midpoints_and_edges():
         lo = rng.uniform(-100, 100)
         hi = lo + rng.uniform(1e-3, 50)
         b = int(rng.integers(1, 40))
-        fm = dps.Marginals(bounds=(lo, hi), subsets=[0], bins=b, dim=1)
+        fm = dps.MarginalTables(bounds=(lo, hi), subsets=[0], bins=b, dim=1)
         edges = fm.edges(0, b)
         assert edges[0] == lo and edges[-1] == hi and edges.size == b + 1
         mids = (edges[:-1] + edges[1:]) / 2
@@ -139,7 +139,7 @@ def test_exact_sum_is_invariant_to_chunks_and_threads():
 
 # -- automatic choice -----------------------------------------------------------------------------
 def test_auto_all_pairs_within_the_budget():
-    fm = dps.Marginals.auto((0.0, 1.0), dim=4, fine_bins=32, coarse_bins=8, max_cells=1000)
+    fm = dps.MarginalTables.auto((0.0, 1.0), dim=4, fine_bins=32, coarse_bins=8, max_cells=1000)
     assert [b.subset for b in fm.blocks] == [
         (0,),
         (1,),
@@ -157,10 +157,10 @@ def test_auto_all_pairs_within_the_budget():
 
 def test_auto_halves_coarse_bins_then_drops_the_largest_pairs():
     # 4·32 + 6·64 = 512 > 400: coarse bins halve to 4 (128 + 96 = 224 cells)
-    fm = dps.Marginals.auto((0.0, 1.0), dim=4, fine_bins=32, coarse_bins=8, max_cells=400)
+    fm = dps.MarginalTables.auto((0.0, 1.0), dim=4, fine_bins=32, coarse_bins=8, max_cells=400)
     assert {b.shape for b in fm.blocks[4:]} == {(4, 4)} and len(fm.blocks) == 10
     # with a categorical column of 30 codes, c reaches 2 and pairs are added cheapest first
-    fm = dps.Marginals.auto(
+    fm = dps.MarginalTables.auto(
         ([0, 0, 0], [1, 1, 29]), categorical=[2], fine_bins=8, coarse_bins=8, max_cells=60
     )
     assert [(b.subset, b.shape) for b in fm.blocks] == [
@@ -170,7 +170,7 @@ def test_auto_halves_coarse_bins_then_drops_the_largest_pairs():
         ((0, 1), (2, 2)),
     ]
     # budget exactly filled: the next pair (0, 2) would need 60 more cells
-    fm = dps.Marginals.auto(
+    fm = dps.MarginalTables.auto(
         ([0, 0, 0], [1, 1, 29]), categorical=[2], fine_bins=8, coarse_bins=2, max_cells=110
     )
     assert [b.subset for b in fm.blocks[3:]] == [(0, 1), (0, 2)] and fm.num_features == 110
@@ -178,9 +178,9 @@ def test_auto_halves_coarse_bins_then_drops_the_largest_pairs():
 
 def test_auto_refuses_a_budget_below_the_one_way_marginals():
     with pytest.raises(ValueError, match=r"max_cells \(50\) is below the 64 cells of the 1-way marginals"):
-        dps.Marginals.auto((0.0, 1.0), dim=2, fine_bins=32, max_cells=50)
+        dps.MarginalTables.auto((0.0, 1.0), dim=2, fine_bins=32, max_cells=50)
     with pytest.raises(ValueError, match=r"fine_bins \(0\) must be a positive integer"):
-        dps.Marginals.auto((0.0, 1.0), dim=2, fine_bins=0)
+        dps.MarginalTables.auto((0.0, 1.0), dim=2, fine_bins=0)
 
 
 # -- serialization --------------------------------------------------------------------------------
@@ -190,17 +190,17 @@ def test_roundtrip_and_fingerprint():
     copy = check_roundtrip(fm, X)
     assert copy.blocks == fm.blocks and copy.categories == {2: 4}
     # bins given per column or per subset describe the same map, with the same fingerprint
-    a = dps.Marginals(B2, [0, (0, 1)], bins=[6, 3])
-    b = dps.Marginals(B2, [(0,), [0, 1]], bins=[[6], [6, 3]])
+    a = dps.MarginalTables(B2, [0, (0, 1)], bins=[6, 3])
+    b = dps.MarginalTables(B2, [(0,), [0, 1]], bins=[[6], [6, 3]])
     assert a == b and a.fingerprint() == b.fingerprint() and a.to_dict() == b.to_dict()
     # every parameter changes it: bins, subsets, their order, bounds, categorical flags
     others = [
-        dps.Marginals(B2, [0, (0, 1)], bins=[6, 4]),
-        dps.Marginals(B2, [0, (1, 0)], bins=[6, 3]),
-        dps.Marginals(B2, [(0, 1), 0], bins=[6, 3]),
-        dps.Marginals(([0, 0], [1, 2]), [0, (0, 1)], bins=[6, 3]),
-        dps.Marginals(([0, 0], [5, 2]), [0, (0, 1)], bins=[6, 3], categorical=[1]),
-        dps.Marginals(([0, 0], [5, 2]), [0, (0, 1)], bins=[6, 3]),
+        dps.MarginalTables(B2, [0, (0, 1)], bins=[6, 4]),
+        dps.MarginalTables(B2, [0, (1, 0)], bins=[6, 3]),
+        dps.MarginalTables(B2, [(0, 1), 0], bins=[6, 3]),
+        dps.MarginalTables(([0, 0], [1, 2]), [0, (0, 1)], bins=[6, 3]),
+        dps.MarginalTables(([0, 0], [5, 2]), [0, (0, 1)], bins=[6, 3], categorical=[1]),
+        dps.MarginalTables(([0, 0], [5, 2]), [0, (0, 1)], bins=[6, 3]),
     ]
     prints = {m.fingerprint() for m in [a, *others]}
     assert len(prints) == 7
@@ -253,18 +253,18 @@ def test_sketch_save_and_load(tmp_path):
 def test_bad_parameters_are_refused(kwargs, match):
     base = {"bounds": ([0, 0, 0], [1.5, 1, 3]), "subsets": [0, 1, 2], "bins": 4, "categorical": [2]}
     with pytest.raises(ValueError, match=match):
-        dps.Marginals(**{**base, **kwargs})
+        dps.MarginalTables(**{**base, **kwargs})
 
 
 def test_size_limits():
     with pytest.raises(ValueError, match=f"more than {MAX_CELLS} cells in all"):
-        dps.Marginals(bounds=(0, 1), subsets=[(0, 1, 2)], bins=300, dim=3)  # 2.7e7 cells
+        dps.MarginalTables(bounds=(0, 1), subsets=[(0, 1, 2)], bins=300, dim=3)  # 2.7e7 cells
     with pytest.raises(ValueError, match=f"it must have at most {MAX_SUBSETS}"):
-        dps.Marginals(bounds=(0, 1), subsets=list(range(MAX_SUBSETS + 1)), bins=1, dim=MAX_SUBSETS + 1)
+        dps.MarginalTables(bounds=(0, 1), subsets=list(range(MAX_SUBSETS + 1)), bins=1, dim=MAX_SUBSETS + 1)
     with pytest.raises(ValueError, match=r"categorical column 0 has 16777217 codes"):
-        dps.Marginals(bounds=(0, MAX_CELLS), subsets=[0], categorical=[0], dim=1)
+        dps.MarginalTables(bounds=(0, MAX_CELLS), subsets=[0], categorical=[0], dim=1)
     # a crafted spec is refused before any table is allocated
-    spec = dps.Marginals(bounds=(0, 1), subsets=[(0, 1, 2)], bins=2, dim=3).to_dict()
+    spec = dps.MarginalTables(bounds=(0, 1), subsets=[(0, 1, 2)], bins=2, dim=3).to_dict()
     spec["params"]["bins"] = [[1 << 20, 1 << 20, 1 << 20]]
     with pytest.raises(ValueError, match="cells in all"):
         dps.features.feature_map_from_dict(spec)
@@ -297,7 +297,7 @@ def skewed():
 def test_release_sketch_end_to_end(skewed, budget):
     dp.enable_features("contrib", "honest-but-curious")
     X, true = skewed
-    fm = dps.Marginals(B2, [0, 1, (0, 1)], bins=[[32], [32], [8, 8]])
+    fm = dps.MarginalTables(B2, [0, 1, (0, 1)], bins=[[32], [32], [8, 8]])
     sk = dps.release_sketch(X, fm, bounds=B2, **budget)
     assert sk.feature_map == fm and sk.sum_units.shape == (fm.num_features,)
     assert sk.noise["mechanism"] == (
@@ -323,19 +323,19 @@ def test_m2m_answers_two_way_counts_from_a_marginals_sketch(skewed, method):
 
     hist = dps.release_sketch(X, dps.Histogram(B2, bins=32), bounds=B2, epsilon=1.0)
     marg = dps.release_sketch(
-        X, dps.Marginals(B2, [0, 1, (0, 1)], bins=[[32], [32], [8, 8]]), bounds=B2, epsilon=1.0
+        X, dps.MarginalTables(B2, [0, 1, (0, 1)], bins=[[32], [32], [8, 8]]), bounds=B2, epsilon=1.0
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ridge warns about few samples per feature
         err_h = np.abs(dps.M2M(hist, n_samples=5000, method=method).count(cells) - true.ravel()).mean() / n
         err_m = np.abs(dps.M2M(marg, n_samples=5000, method=method).count(cells) - true.ravel()).mean() / n
-    # measured: Histogram 0.014 (synthetic) to 0.027 (ridge), Marginals 3e-4 to 7e-4: the 2-way table carries
+    # measured: Histogram 0.014 (synthetic) to 0.027 (ridge), MarginalTables 3e-4 to 7e-4: the 2-way table carries
     # the dependence that 1-way histograms cannot
     assert err_m < 0.004 and err_m < err_h / 3
 
 
 def test_auto_gives_small_integer_columns_one_bin_per_value_in_every_marginal():
-    fm = dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, fine_bins=32)
+    fm = dps.MarginalTables.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, fine_bins=32)
     assert [(b.subset, b.shape) for b in fm.blocks] == [
         ((0,), (32,)),
         ((1,), (11,)),
@@ -349,7 +349,7 @@ def test_auto_gives_small_integer_columns_one_bin_per_value_in_every_marginal():
     np.testing.assert_array_equal(fm._flat(u)[:, 1] - fm.blocks[1].offset, np.arange(11))
     # pair_levels: a column with more values gets the pairs' equal bins there (each a run of
     # neighbouring values, every value in exactly one), and keeps one bin per value in its 1-way marginal
-    wide = dps.Marginals.auto(
+    wide = dps.MarginalTables.auto(
         ([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, fine_bins=32, pair_levels=10
     )
     assert [(b.subset, b.shape) for b in wide.blocks][1:] == [
@@ -362,13 +362,15 @@ def test_auto_gives_small_integer_columns_one_bin_per_value_in_every_marginal():
     pair = wide._flat(u)[:, 5] - wide.blocks[5].offset
     np.testing.assert_array_equal(pair // 3, np.minimum((np.arange(11) / 10 * 8).astype(int), 7))
     assert set(pair // 3) == set(range(8)) and wide.sensitivity(1) == fm.sensitivity(1) == 6.0
-    assert dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, pair_levels=11) == fm
+    assert (
+        dps.MarginalTables.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={1: 11}, pair_levels=11) == fm
+    )
     with pytest.raises(ValueError, match=r"pair_levels \(0\) must be a positive integer"):
-        dps.Marginals.auto((0.0, 1.0), dim=2, levels={1: 5}, pair_levels=0)
+        dps.MarginalTables.auto((0.0, 1.0), dim=2, levels={1: 5}, pair_levels=0)
     with pytest.raises(ValueError, match=r"levels column \(2\) must be the index of a numeric column"):
-        dps.Marginals.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={2: 3})
+        dps.MarginalTables.auto(([0, 0, 0], [1, 1, 2]), categorical=[2], levels={2: 3})
     with pytest.raises(ValueError, match=r"levels\[1\] \(0\) must be a positive integer"):
-        dps.Marginals.auto((0.0, 1.0), dim=2, levels={1: 0})
+        dps.MarginalTables.auto((0.0, 1.0), dim=2, levels={1: 0})
 
 
 def test_explicit_cut_points_bin_like_searchsorted_and_keep_the_sensitivity():
@@ -376,7 +378,7 @@ def test_explicit_cut_points_bin_like_searchsorted_and_keep_the_sensitivity():
     points at or below it, after clipping into the bounds (NaN to the lowest bin); still one
     cell per marginal, so Δ₁ = number of marginals. The spec survives a JSON round trip."""
     cuts = [0.5, 2.0, 7.5]
-    fm = dps.Marginals(bounds=(0, 10), subsets=[0, (0, 1)], bins=[[16], [cuts, 4]], dim=2)
+    fm = dps.MarginalTables(bounds=(0, 10), subsets=[0, (0, 1)], bins=[[16], [cuts, 4]], dim=2)
     x = np.array([-3.0, 0.0, 0.5, 1.9, 2.0, 7.49, 7.5, 10.0, 12.0, np.nan, np.inf, -np.inf])
     X = np.column_stack([x, np.full(x.size, 3.0)])
     got = (fm.cells(X)[:, 1] - fm.blocks[1].offset) // 4
@@ -388,9 +390,9 @@ def test_explicit_cut_points_bin_like_searchsorted_and_keep_the_sensitivity():
     assert back == fm and back.blocks[1].cuts == (tuple(cuts), None)
     for bad in ([0.0, 1.0], [1.0, 1.0], [3.0, 2.0], [1.0, 10.0], [np.nan]):
         with pytest.raises(ValueError, match="cut points"):
-            dps.Marginals(bounds=(0, 10), subsets=[(0, 1)], bins=[[bad, 4]], dim=2)
+            dps.MarginalTables(bounds=(0, 10), subsets=[(0, 1)], bins=[[bad, 4]], dim=2)
     with pytest.raises(ValueError, match="categorical"):
-        dps.Marginals(bounds=([0, 0], [10, 3]), subsets=[(0, 1)], bins=[[4, [1.0]]], categorical=[1])
+        dps.MarginalTables(bounds=([0, 0], [10, 3]), subsets=[(0, 1)], bins=[[4, [1.0]]], categorical=[1])
 
 
 def test_bound_cells_measure_rows_at_the_bounds_apart():
@@ -406,7 +408,7 @@ def test_bound_cells_measure_rows_at_the_bounds_apart():
     X = x[:, None]
     errs = []
     for cells in (None, 1e-6):
-        fm = dps.Marginals.auto((0, 100), dim=1, fine_bins=16, bound_cells=cells)
+        fm = dps.MarginalTables.auto((0, 100), dim=1, fine_bins=16, bound_cells=cells)
         sk = dps.Sketch(fm, np.asarray(fm.fixed_sum(X)), X.shape[0], bounds=([0.0], [100.0]))
         errs.append(abs(float(dps.M2M(sk, n_samples=5000).mean()[0]) - x.mean()))
         if cells is None:
@@ -414,15 +416,15 @@ def test_bound_cells_measure_rows_at_the_bounds_apart():
             uniform = abs(float(dec.weights_ @ dec.samples_[:, 0]) - x.mean())
     assert errs[1] < 0.2 < 1.0 < uniform and errs[0] < 0.8 * uniform, (errs, uniform)
     with pytest.raises(ValueError, match="bound_cells"):
-        dps.Marginals.auto((0, 1), dim=1, fine_bins=16, bound_cells=0.1)
+        dps.MarginalTables.auto((0, 1), dim=1, fine_bins=16, bound_cells=0.1)
 
 
 def test_a_subset_at_two_resolutions_is_a_two_level_tree():
-    """``Marginals.auto(coarse_one_way=K)`` adds a K-bin 1-way block for each numeric column with
+    """``MarginalTables.auto(coarse_one_way=K)`` adds a K-bin 1-way block for each numeric column with
     equal bins (categories and ``levels`` columns keep one), every coarse edge a fine edge; a row
     takes one cell in each block, so Δ₁ is the number of blocks on neighbours too; the same subset
     at the same bins is still refused, and bad K or positions are named."""
-    fm = dps.Marginals.auto(
+    fm = dps.MarginalTables.auto(
         ([0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 3.0, 9.0]),
         categorical=[2],
         levels={3: 10},
@@ -445,11 +447,11 @@ def test_a_subset_at_two_resolutions_is_a_two_level_tree():
         assert d1.sum() * fm.unit <= fm.sensitivity(1) == len(fm.blocks)
     check_roundtrip(fm, X)
     with pytest.raises(ValueError, match="appears twice with the same bins"):
-        dps.Marginals(bounds=(0, 1), subsets=[0, 0], bins=[[4], [4]], dim=1)
-    assert len(dps.Marginals(bounds=(0, 1), subsets=[0, 0], bins=[[8], [4]], dim=1).blocks) == 2
+        dps.MarginalTables(bounds=(0, 1), subsets=[0, 0], bins=[[4], [4]], dim=1)
+    assert len(dps.MarginalTables(bounds=(0, 1), subsets=[0, 0], bins=[[8], [4]], dim=1).blocks) == 2
     for bad in (3, 64, 0, True):
         with pytest.raises(ValueError, match="coarse_one_way"):
-            dps.Marginals.auto((0, 1), dim=1, fine_bins=64, coarse_one_way=bad)
+            dps.MarginalTables.auto((0, 1), dim=1, fine_bins=64, coarse_one_way=bad)
     with pytest.raises(ValueError, match=rf"position \(99\) must be an index in \[0, {len(fm.blocks)}\]"):
         fm.insert(99, [0], [[4]])
 
@@ -476,7 +478,7 @@ def test_many_pairs_sum_by_gram_product_exactly_as_the_indices_count(chunk_rows,
     d, codes = 60, [3, 7, 11]
     hi = np.ones(d)
     hi[codes] = 4
-    fm = dps.Marginals.auto((np.zeros(d), hi), categorical=codes, fine_bins=8, coarse_bins=4)
+    fm = dps.MarginalTables.auto((np.zeros(d), hi), categorical=codes, fine_bins=8, coarse_bins=4)
     assert fm._gram is not None  # the product path is the one under test
     X = _hostile_rows(rng, 3000, d, codes)
     want = np.bincount(fm._flat(X).ravel(), minlength=fm.num_features)
@@ -492,7 +494,7 @@ def test_gram_product_with_cut_points_and_two_resolutions(monkeypatch):
     monkeypatch.setattr(marginals, "GRAM_PAIRS_PER_INDICATOR", 0.0)
     subsets = [0, 1, (0, 1), (0, 1), (1, 2), (2, 0)]
     bins = [[10], [5], [[1.0, 2.0], 3], [4, 5], [[2.5], [5.0, 7.5]], [2, [3.0]]]
-    fm = dps.Marginals((0, 10), subsets=subsets, bins=bins, dim=3)
+    fm = dps.MarginalTables((0, 10), subsets=subsets, bins=bins, dim=3)
     assert fm._gram is not None
     X = np.random.default_rng(4).random((3000, 3)) * 12 - 1
     X[::13, 1] = np.nan
@@ -501,10 +503,12 @@ def test_gram_product_with_cut_points_and_two_resolutions(monkeypatch):
 
 
 def test_few_pairs_or_three_way_tables_keep_the_index_count():
-    assert dps.Marginals.auto(([0.0] * 5, [1.0] * 5), fine_bins=8, coarse_bins=4)._gram is None  # 10 pairs
+    assert (
+        dps.MarginalTables.auto(([0.0] * 5, [1.0] * 5), fine_bins=8, coarse_bins=4)._gram is None
+    )  # 10 pairs
     # every pair of 40 columns: 780 tables on 960 indicators count faster by their indices
-    assert dps.Marginals.auto(([0.0] * 40, [1.0] * 40), fine_bins=16, coarse_bins=8)._gram is None
-    fm = dps.Marginals(
+    assert dps.MarginalTables.auto(([0.0] * 40, [1.0] * 40), fine_bins=16, coarse_bins=8)._gram is None
+    fm = dps.MarginalTables(
         (0, 1), subsets=[(0, 1, 2)] + [(i, j) for i in range(9) for j in range(i + 1, 9)], dim=9
     )
     assert fm._gram is None  # a 3-way table
