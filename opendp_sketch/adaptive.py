@@ -34,6 +34,7 @@ from .plan import (
     auto_tree,
     kept_map,
     schema_blocks,
+    schema_targets,
     tree_rounds,
     weighted_map,
 )
@@ -61,6 +62,7 @@ def make_spanning_sketch(
     count_fraction: float = DEFAULT_COUNT_FRACTION,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     n_jobs: int | None = None,
+    targets: Sequence[int] = (),
 ) -> tuple[dp.Measurement, FeatureMap, int]:
     r"""A release that first chooses, privately, the 2-way marginals joining the columns, then
     measures them with ``measured`` (MST's selection, in one OpenDP measurement).
@@ -122,7 +124,7 @@ def make_spanning_sketch(
 
     def final_map(chosen: Sequence[int]) -> FeatureMap:
         return weighted_map(
-            marginals.take(sorted(measured + [candidates[c] for c in chosen])), one_way_weight
+            marginals.take(sorted(measured + [candidates[c] for c in chosen])), one_way_weight, targets
         )
 
     def sketch_of(fm: FeatureMap, measure: dp.Measure) -> Callable[[float], dp.Measurement]:
@@ -295,9 +297,10 @@ def make_row_estimated_sketch(
                 count_fraction=count_fraction,
                 chunk_rows=chunk_rows,
                 n_jobs=n_jobs,
+                targets=schema_targets(planned),
             )
         else:
-            fm = kept_map(full, keep, AUTO_ONE_WAY_WEIGHT)
+            fm = kept_map(full, keep, AUTO_ONE_WAY_WEIGHT, schema_targets(planned))
 
             def sketch_at(scale: float) -> dp.Measurement:
                 return make_private_sketch(

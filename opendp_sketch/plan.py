@@ -7,7 +7,9 @@ is fixed before any data is read:
 
 * :func:`auto_marginals` / :func:`auto_feature_map`: every 1-way marginal, and the 2-way
   marginals whose cells stand above the noise (the pair rule, ``AUTO_*`` constants below), at
-  resolutions chosen from the row estimate; a schema's ``targets`` keep their pairs always;
+  resolutions chosen from the row estimate; a schema's ``targets`` keep their pairs always, at
+  the 1-way blocks' weight, and the feature pairs the rule leaves out at 16 bins come back at 8
+  where their cells pass the rule there (a model needs both);
 * :func:`auto_tree`: whether a private spanning tree of pairs pays (the share of the budget to
   spend on it, or ``None``), and the rounds it needs (:func:`tree_rounds`).
 
@@ -44,6 +46,7 @@ __all__ = [
     "auto_tree",
     "check_pairs",
     "kept_map",
+    "schema_targets",
     "schema_blocks",
     "tree_ratio",
     "tree_rounds",
@@ -82,6 +85,19 @@ AUTO_ONE_WAY_WEIGHT = 3.0
 AUTO_TREE_EXTRA_WEIGHT = 1.0
 
 AUTO_TREE_FINE_WEIGHT = 1.0
+
+#: with a declared model target (``Schema(targets=)``): the weight of the (feature, target) pairs
+#: and of the other pairs against the 1-way blocks' ``one_way_weight``; and a feature pair the rule
+#: leaves out at the pairs' 16 bins is measured at ``AUTO_TARGET_FEATURE_PAIR_BINS`` when its
+#: average cell passes the rule there. A model fitted to the decoded points needs how the features
+#: vary together (with the target pairs alone they come back independent given the target: naive
+#: Bayes) and the target pairs' cells precise (evidence: docs/design/planning.md, "Declared
+#: targets")
+AUTO_TARGET_PAIR_WEIGHT = 3.0
+
+AUTO_TARGET_FEATURE_PAIR_WEIGHT = 1.0
+
+AUTO_TARGET_FEATURE_PAIR_BINS = AUTO_PAIR_BINS
 
 #: the pair rule reads the noise of the map whose 1-way blocks weigh at most this much: the
 #: weight ``AUTO_PAIR_SNR`` was measured at, so a heavier 1-way weight keeps the same pairs
@@ -190,12 +206,24 @@ def auto_marginals(
     return kept_map(full, keep, one_way_weight)
 
 
-def kept_map(full: MarginalTables, keep: Sequence[int], weight: float) -> FeatureMap:
-    """The blocks ``keep`` of ``full``, weighted by :func:`weighted_map`."""
-    return weighted_map(full if len(keep) == len(full.blocks) else full.take(keep), weight)
+def kept_map(
+    full: MarginalTables, keep: Sequence[int], weight: float, targets: Sequence[int] = ()
+) -> FeatureMap:
+    """The blocks ``keep`` of ``full``, weighted by :func:`weighted_map` for the model ``targets``
+    (column indices; :func:`schema_targets` of the schema ``full`` was planned from)."""
+    return weighted_map(full if len(keep) == len(full.blocks) else full.take(keep), weight, targets)
 
 
-def weighted_map(fm: MarginalTables, weight: float) -> FeatureMap:
+def schema_targets(schema: Schema) -> list[int]:
+    """The coordinates of the schema's declared model targets (public: the schema names them).
+
+    >>> schema_targets(Schema({"a": (0, 1), "y": ["n", "y"]}, targets="y"))
+    [1]
+    """
+    return [schema.columns.index(t) for t in getattr(schema, "targets", [])]
+
+
+def weighted_map(fm: MarginalTables, weight: float, targets: Sequence[int] = ()) -> FeatureMap:
     """The 1-way blocks of ``fm`` at ``weight`` against its 2- and 3-way blocks at 1 (a
     :class:`~opendp_sketch.Composite`), or ``fm`` itself at weight 1 or without pairs.
 
@@ -204,6 +232,10 @@ def weighted_map(fm: MarginalTables, weight: float) -> FeatureMap:
     parts of their own (see :func:`auto_marginals`); at ``weight`` 1 every block, the tree's too,
     stays at weight 1 in ``fm`` itself.
 
+    With model ``targets`` (column indices), the 2-way blocks holding a target weigh
+    ``AUTO_TARGET_PAIR_WEIGHT`` and the other pairs ``AUTO_TARGET_FEATURE_PAIR_WEIGHT``, each a part
+    of its own.
+
     >>> from opendp_sketch.features.marginals import MarginalTables
     >>> fm = MarginalTables.auto(([0.0] * 3, [1.0] * 3), fine_bins=8, coarse_bins=2, coarse_one_way=2)
     >>> w = weighted_map(fm, 3.0)
@@ -211,24 +243,35 @@ def weighted_map(fm: MarginalTables, weight: float) -> FeatureMap:
     ((4.0, 1.0, 1.0), [[((0,), (2,)), ((1,), (2,)), ((2,), (2,))], [((0,), (8,)), ((1,), (8,)), ((2,), (8,))]])
     >>> w.sensitivity(1) == 3 * (4 + 1) + 3
     True
+    >>> fm = MarginalTables(([0.0] * 3, [1.0] * 3), subsets=[0, 1, 2, (0, 2), (1, 2), (0, 1)], bins=4)
+    >>> weighted_map(fm, 3.0, targets=[2]).weights   # 1-way, the target pairs, the feature pair
+    (3.0, 3.0, 1.0)
     """
     ones = [i for i, b in enumerate(fm.blocks) if len(b.subset) == 1]
     pairs = [i for i, b in enumerate(fm.blocks) if len(b.subset) > 1]
     if weight == 1.0 or not pairs:
         return fm
+    wanted = set(targets)
+    pair_parts = [(pairs, 1.0)]
+    if wanted:
+        held = [i for i in pairs if wanted & set(fm.blocks[i].subset)]
+        rest = [i for i in pairs if i not in held]
+        pair_parts = [(held, AUTO_TARGET_PAIR_WEIGHT), (rest, AUTO_TARGET_FEATURE_PAIR_WEIGHT)]
     levels: dict[int, list[int]] = {}  # each column's 1-way blocks
     for i in ones:
         levels.setdefault(fm.blocks[i].subset[0], []).append(i)
     fine = [max(blocks, key=lambda i: fm.blocks[i].size) for blocks in levels.values() if len(blocks) > 1]
     if not fine:
-        return Composite([fm.take(ones), fm.take(pairs)], weights=[float(weight), 1.0])
+        parts = [(ones, float(weight)), *pair_parts]
+        parts = [(p, w) for p, w in parts if p]
+        return Composite([fm.take(p) for p, _ in parts], weights=[w for _, w in parts])
     single = [i for i in ones if len(levels[fm.blocks[i].subset[0]]) == 1]
     coarse = [i for i in ones if i not in fine and i not in single]
     parts = [
         (coarse, float(weight) + AUTO_TREE_EXTRA_WEIGHT),
         (single, float(weight)),
         (fine, AUTO_TREE_FINE_WEIGHT),
-        (pairs, 1.0),
+        *pair_parts,
     ]
     parts = [(p, w) for p, w in parts if p]
     return Composite([fm.take(p) for p, _ in parts], weights=[w for _, w in parts])
@@ -270,7 +313,48 @@ def auto_blocks(
     ``targets`` (a schema's declared model targets), the rule also keeps every pair holding a
     target, whatever its cells' signal: a model needs how each feature varies with it. Each
     pair in ``links`` (a numeric column and its null state) is always kept too: it says which
-    rows are null, so the column's statistics among the others come back."""
+    rows are null, so the column's statistics among the others come back.
+
+    With ``targets``, a feature pair the rule leaves out at the pairs' bins is also measured at
+    ``AUTO_TARGET_FEATURE_PAIR_BINS`` when an average cell passes the rule there (a model needs how
+    the features vary together); :func:`kept_map` weighs the blocks for the same ``targets``."""
+    fm, kept = _rule_blocks(
+        bounds,
+        categorical=categorical,
+        levels=levels,
+        fine_bins=fine_bins,
+        rows=rows,
+        epsilon=epsilon,
+        delta=delta,
+        rho=rho,
+        count_fraction=count_fraction,
+        one_way_weight=one_way_weight,
+        bound_cells=bound_cells,
+        pairs=pairs,
+        targets=targets,
+        links=links,
+    )
+    return fm, kept
+
+
+def _rule_blocks(
+    bounds: Any,
+    *,
+    categorical: Sequence[int] | None,
+    levels: dict[int, int] | None,
+    fine_bins: int | None,
+    rows: int | None,
+    epsilon: float | None,
+    delta: float | None,
+    rho: float | None,
+    count_fraction: float,
+    one_way_weight: float,
+    bound_cells: float | None,
+    pairs: str,
+    targets: Sequence[int],
+    links: Sequence[tuple[int, int]],
+) -> tuple[MarginalTables, list[int]]:
+    """:func:`auto_blocks`' rule."""
     pairs = check_pairs(pairs)
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
         1.0 <= one_way_weight <= 1024.0
@@ -328,7 +412,30 @@ def auto_blocks(
             for i, b in enumerate(fm.blocks)
             if len(b.subset) == 1 or rows / math.prod(b.shape) >= AUTO_PAIR_SNR * std
         ]
-        return fm, with_targets(fm, keep)
+        return with_feature_pairs(fm, with_targets(fm, keep), fine, std)
+
+    def with_feature_pairs(
+        fm: MarginalTables, keep: list[int], fine: int, std: float
+    ) -> tuple[MarginalTables, list[int]]:
+        """With targets: each 2-way block the rule left out, again at
+        ``AUTO_TARGET_FEATURE_PAIR_BINS`` per numeric column when an average cell there holds
+        ``AUTO_PAIR_SNR`` noise std's of rows (appended, kept); the left-out blocks stay in ``fm``
+        (candidates, not measured)."""
+        if not wanted:
+            return fm, keep
+        coarse = build(min(AUTO_TARGET_FEATURE_PAIR_BINS, fine), fine)
+        subsets, bins = [], []
+        for i, b in enumerate(fm.blocks):
+            if len(b.subset) != 2 or i in keep:
+                continue
+            c = coarse.blocks[coarse.block_index(b.subset)]
+            if c.shape != b.shape and rows / math.prod(c.shape) >= AUTO_PAIR_SNR * std:
+                subsets.append(c.subset)
+                bins.append(list(c.shape))
+        if not subsets:
+            return fm, keep
+        n = len(fm.blocks)
+        return fm.insert(n, subsets, bins), keep + list(range(n, n + len(subsets)))
 
     fm, keep = by_rule(chosen_bins)
     if fine_bins is None:
@@ -337,7 +444,7 @@ def auto_blocks(
             # tree, release_sketch(pair_selection=)), so they take the pairs' resolution; the
             # sensitivity and the pairs kept do not depend on the 1-way bins
             return by_rule(AUTO_MAX_PAIR_BINS)
-        chosen = kept_map(fm, keep, one_way_weight)
+        chosen = kept_map(fm, keep, one_way_weight, targets)
         # the 1-way cells' noise in rows: the map's coordinate noise over the 1-way blocks' weight
         weight = float(one_way_weight) if isinstance(chosen, Composite) else 1.0
         one_way_std = budget.coordinate_std(chosen.sensitivity(1), chosen.sensitivity(2), share) / weight
@@ -443,7 +550,7 @@ def auto_feature_map(
         fine_bins=fine_bins,
         pairs=pairs,
     )
-    return kept_map(full, keep, one_way_weight)
+    return kept_map(full, keep, one_way_weight, schema_targets(schema))
 
 
 def schema_blocks(
@@ -476,7 +583,7 @@ def schema_blocks(
         one_way_weight=one_way_weight,
         bound_cells=None,
         pairs=pairs,
-        targets=[schema.columns.index(t) for t in getattr(schema, "targets", [])],
+        targets=schema_targets(schema),
         links=[(schema.columns.index(c), schema.columns.index(z)) for c, z in schema.null_states.items()],
     )
 
@@ -799,7 +906,7 @@ class Plan:
                 "this plan chooses a tree of pairs privately inside the release: pass pair_selection=None "
                 "to see the map beforehand"
             )
-        return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT)
+        return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT, schema_targets(self.schema))
 
     def options(self) -> dict[str, Any]:
         """The plan's choices as plain values (no schema, map or box): what a sketch records."""

@@ -49,6 +49,7 @@ from .plan import (
     auto_tree,
     kept_map,
     schema_blocks,
+    schema_targets,
     tree_ratio,
     warn_if_tree_is_noise,
 )
@@ -347,7 +348,7 @@ def _table_map(plan: Plan) -> tuple[FeatureMap, Any, Any, float | None]:
     )
     if isinstance(chosen, str) and plan.pairs == "rule":  # "auto": public inputs decide
         selection = auto_tree(budget, full, keep, schema.rows, plan.count_fraction)
-    return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT), full, keep, selection
+    return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT, schema_targets(schema)), full, keep, selection
 
 
 def prepare_table_release(
@@ -414,6 +415,7 @@ def prepare_table_release(
             count_fraction=count_fraction,
             chunk_rows=chunk_rows,
             n_jobs=n_jobs,
+            targets=schema_targets(schema),
         )
         if rounds and schema.rows is not None and not isinstance(plan.pair_selection, str):
             ratio = tree_ratio(budget, fm, full, keep, schema.rows, count_fraction, selection)

@@ -162,7 +162,8 @@ class RFF(FeatureMap):
         tile = max(16, base.TILE_ENTRIES // self.num_frequencies)
         total = np.zeros(self.num_features, dtype=np.int64)
         for s in range(0, Xq.shape[0], tile):
-            total += _pair_sums(self._pairs(Xq[s : s + tile]), self.frac_bits)
+            Z = _exact_phases(Xq[s : s + tile], self.frequencies)
+            total += _certified_pair_sums(Z, self.gain, self.frac_bits)
         return total
 
     def _row_width(self) -> int:
@@ -184,39 +185,89 @@ def certified_pairs(Z: np.ndarray, gain: float, frac_bits: int) -> np.ndarray:
 
     The float32 certificate decides for the whole chunk; pairs it cannot certify (NaN from a
     phase beyond the float32 range) go through :func:`_exact_pair_fix` alone, so such a chunk
-    costs about one extra pass, not a second evaluation.
+    costs about one extra pass, not a second evaluation. ``Z`` is left as it is.
     """
     ab = scratch_array("rff.scaled", (2, *Z.shape), np.float32)
+    z32 = scratch_array("rff.phase32", Z.shape, np.float32)
     t = scratch_array("rff.norm2", Z.shape, np.float32)
-    b2 = scratch_array("rff.sin2", Z.shape, np.float32)
     q = scratch_array("rff.pairs", ab.shape, np.int32)
-    # an infinite phase gives NaN here; its garbage cast is replaced below, so no warning
-    with np.errstate(invalid="ignore", over="ignore"):
-        # the float32 loops round each phase to float32 first (buffered: no float32 phase array)
-        np.cos(Z, out=ab[0], dtype=np.float32, casting="same_kind")
-        np.sin(Z, out=ab[1], dtype=np.float32, casting="same_kind")
-        ab *= np.float32(math.ldexp(gain, frac_bits))
-        # fl(a²+b²) >= (a²+b²)(1-2^-23) in float32, so fl(...) <= 4^k(1-2^-20) proves a²+b² <= 4^k
-        np.multiply(ab[0], ab[0], out=t)
-        np.multiply(ab[1], ab[1], out=b2)
-        t += b2
-        np.copyto(q, ab, casting="unsafe")  # float32 -> int32 truncates toward zero: |q| <= |a|
-    limit = np.float32(math.ldexp(1.0 - 2.0**-20, 2 * frac_bits))
-    if not (t.max(initial=0.0) <= limit):
-        bad = np.flatnonzero(~(t.reshape(-1) <= limit))  # NaN compares False: it is fixed too
-        qa, qb = _exact_pair_fix(ab[0].reshape(-1)[bad], ab[1].reshape(-1)[bad], frac_bits)
-        q[0].reshape(-1)[bad] = qa
-        q[1].reshape(-1)[bad] = qb
+    ok = _scaled_certified(Z, ab, z32, t, gain, frac_bits)
+    _cast_pairs(ab, t, q, ok, frac_bits)
     return q
 
 
+def _certified_pair_sums(Z: np.ndarray, gain: float, frac_bits: int) -> np.ndarray:
+    """``int64`` column sums ``[Σ q_c, Σ q_s]`` of :func:`certified_pairs` of ``Z`` (the same
+    integers, row by row), computed in ``Z``'s own memory: ``Z`` (C-contiguous float64) is
+    overwritten.
+
+    When the chunk is certified (every finite phase), the float32-to-int32 truncation happens
+    inside the ``int32`` column sums (the reduction casts element by element, then adds exact
+    integers), so no integer array is written; otherwise the pairs are cast and repaired exactly
+    as in :func:`certified_pairs` and then summed.
+    """
+    # Z's bytes hold the float32 pairs once the float32 phases are taken (Z is dead by then)
+    ab = Z.reshape(-1).view(np.float32).reshape(2, *Z.shape)
+    z32 = scratch_array("rff.phase32", Z.shape, np.float32)
+    t = scratch_array("rff.norm2", Z.shape, np.float32)
+    if _scaled_certified(Z, ab, z32, t, gain, frac_bits):
+        return _pair_sums(ab, frac_bits)
+    q = scratch_array("rff.pairs", ab.shape, np.int32)
+    _cast_pairs(ab, t, q, False, frac_bits)
+    return _pair_sums(q, frac_bits)
+
+
+def _scaled_certified(
+    Z: np.ndarray, ab: np.ndarray, z32: np.ndarray, t: np.ndarray, gain: float, frac_bits: int
+) -> bool:
+    """Fill ``ab`` with ``a = fl(γ·2^k·cos z)``, ``b = fl(γ·2^k·sin z)``, ``z = fl32(Z)``, and ``t``
+    with ``fl(fl(a·a) + fl(b·b))``; return the float32 certificate ``max t ≤ 4^k(1 - 2^-20)``
+    for the whole array (``False`` if any ``t`` exceeds it or is NaN).
+
+    ``z32`` is scratch of ``Z``'s shape (it also holds ``b·b``); ``ab`` may share ``Z``'s memory:
+    ``Z`` is read once, into ``z32``, before ``ab`` is written.
+    """
+    # an infinite phase gives NaN here; the caller repairs such pairs, so no warning
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.copyto(z32, Z, casting="same_kind")  # the float32 rounding of every phase, once
+        np.cos(z32, out=ab[0])
+        np.sin(z32, out=ab[1])
+        ab *= np.float32(math.ldexp(gain, frac_bits))
+        # fl(a²+b²) >= (a²+b²)(1-2^-23) in float32, so fl(...) <= 4^k(1-2^-20) proves a²+b² <= 4^k
+        np.multiply(ab[0], ab[0], out=t)
+        np.multiply(ab[1], ab[1], out=z32)
+        t += z32
+    return bool(t.max(initial=0.0) <= _pair_limit(frac_bits))
+
+
+def _pair_limit(frac_bits: int) -> np.float32:
+    """The float32 certificate's threshold ``4^k(1 - 2^-20)`` (exact in float32)."""
+    return np.float32(math.ldexp(1.0 - 2.0**-20, 2 * frac_bits))
+
+
+def _cast_pairs(ab: np.ndarray, t: np.ndarray, q: np.ndarray, certified: bool, frac_bits: int) -> None:
+    """``q = trunc(ab)`` (float32 -> int32 truncates toward zero: ``|q| ≤ |a|``); unless the whole
+    array is ``certified``, the pairs whose own ``t`` fails the certificate are repaired by
+    :func:`_exact_pair_fix`."""
+    with np.errstate(invalid="ignore"):  # a NaN's garbage cast is replaced below
+        np.copyto(q, ab, casting="unsafe")
+    if certified:
+        return
+    bad = np.flatnonzero(~(t.reshape(-1) <= _pair_limit(frac_bits)))  # NaN compares False: fixed too
+    qa, qb = _exact_pair_fix(ab[0].reshape(-1)[bad], ab[1].reshape(-1)[bad], frac_bits)
+    q[0].reshape(-1)[bad] = qa
+    q[1].reshape(-1)[bad] = qb
+
+
 def _pair_sums(q: np.ndarray, frac_bits: int) -> np.ndarray:
-    """``int64`` column sums ``[Σ q_c, Σ q_s]`` of certified pairs ``q`` (``(2, n, r)``, ``|q| ≤ 2^k``):
-    blocks of ``2^(30-k)`` rows are summed in ``int32`` (at most ``2^30``: exact), then in ``int64``."""
+    """``int64`` column sums ``[Σ trunc(q_c), Σ trunc(q_s)]`` of pairs ``q`` (``(2, n, r)``, ``int32``
+    or certified float32, ``|q| ≤ 2^k``): each entry is truncated to ``int32`` (a no-op for
+    integers) inside the reduction, blocks of ``2^(30-k)`` rows are summed in ``int32`` (at most
+    ``2^30``: exact), then in ``int64``."""
     step = 1 << (30 - frac_bits)
     total = np.zeros(q.shape[::2], dtype=np.int64)
     for s in range(0, q.shape[1], step):
-        total += q[:, s : s + step].sum(axis=1, dtype=np.int32)
+        total += np.add.reduce(q[:, s : s + step], axis=1, dtype=np.int32)
     return total.reshape(-1)
 
 

@@ -264,3 +264,37 @@ def test_the_old_alpha_keyword_still_works_for_one_release_with_a_warning():
     assert reg.penalty == 0.5
     with pytest.warns(DeprecationWarning, match="penalty="):
         assert dps.SketchLogisticRegression(alpha=0.25).penalty == 0.25
+
+
+def test_a_declared_target_weighs_its_pairs_and_brings_back_coarse_feature_pairs():
+    """Issue 39, item 3: with a declared target the (feature, target) pairs weigh as much as the
+    1-way blocks, and feature pairs the rule leaves out at 16 × 16 come back at 8 × 8 where their
+    cells pass the rule there (LR on the decoded points otherwise fits naive Bayes); a schema
+    without targets plans the same map as before. Public inputs only."""
+    from opendp_sketch.plan import (
+        AUTO_TARGET_FEATURE_PAIR_WEIGHT,
+        AUTO_TARGET_PAIR_WEIGHT,
+        auto_feature_map,
+    )
+
+    cols = {"a": (0, 1), "b": (0, 1), "c": (0, 1), "d": (0, 1), "y": ["n", "y"]}
+
+    def parts(fm):
+        return [(w, [(b.subset, b.shape) for b in m.blocks]) for w, m in zip(fm.weights, fm.maps)]
+
+    plain = auto_feature_map(dps.Schema(cols, rows=50_000), epsilon=0.3)
+    assert [w for w, _ in parts(plain)] == [3.0, 1.0]  # 1-way blocks, the four (feature, y) pairs
+    assert all(s[1] == 4 for s, _ in parts(plain)[1][1])
+    fm = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=0.3)
+    (w1, ones), (wt, held), (wf, rest) = parts(fm)
+    assert (w1, wt, wf) == (3.0, AUTO_TARGET_PAIR_WEIGHT, AUTO_TARGET_FEATURE_PAIR_WEIGHT)
+    assert held == parts(plain)[1][1]
+    assert rest == [((i, j), (8, 8)) for i in range(4) for j in range(i + 1, 4)]
+    # too small a budget for 8 × 8 cells: the target pairs only
+    low = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=0.05)
+    assert [len(m.blocks) for m in low.maps] == [5, 4]
+    # a budget that keeps every pair at 16 × 16: no coarse copies, the target pairs weighted
+    high = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=10.0)
+    pairs = [(w, b.shape) for w, m in zip(high.weights, high.maps) for b in m.blocks if len(b.subset) == 2]
+    assert sorted({s for _, s in pairs}) == [(16, 2), (16, 16)]
+    assert all(w == (AUTO_TARGET_PAIR_WEIGHT if s == (16, 2) else 1.0) for w, s in pairs)
