@@ -318,43 +318,6 @@ def auto_blocks(
     With ``targets``, a feature pair the rule leaves out at the pairs' bins is also measured at
     ``AUTO_TARGET_FEATURE_PAIR_BINS`` when an average cell passes the rule there (a model needs how
     the features vary together); :func:`kept_map` weighs the blocks for the same ``targets``."""
-    fm, kept = _rule_blocks(
-        bounds,
-        categorical=categorical,
-        levels=levels,
-        fine_bins=fine_bins,
-        rows=rows,
-        epsilon=epsilon,
-        delta=delta,
-        rho=rho,
-        count_fraction=count_fraction,
-        one_way_weight=one_way_weight,
-        bound_cells=bound_cells,
-        pairs=pairs,
-        targets=targets,
-        links=links,
-    )
-    return fm, kept
-
-
-def _rule_blocks(
-    bounds: Any,
-    *,
-    categorical: Sequence[int] | None,
-    levels: dict[int, int] | None,
-    fine_bins: int | None,
-    rows: int | None,
-    epsilon: float | None,
-    delta: float | None,
-    rho: float | None,
-    count_fraction: float,
-    one_way_weight: float,
-    bound_cells: float | None,
-    pairs: str,
-    targets: Sequence[int],
-    links: Sequence[tuple[int, int]],
-) -> tuple[MarginalTables, list[int]]:
-    """:func:`auto_blocks`' rule."""
     pairs = check_pairs(pairs)
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
         1.0 <= one_way_weight <= 1024.0
