@@ -147,6 +147,34 @@ def test_rff_every_cos_sin_pair_is_certified():
     assert (q[:, :32] ** 2 + q[:, 32:] ** 2).max() <= 4**20
 
 
+def test_rff_in_place_pair_sums_equal_the_certified_pairs():
+    # the sum path truncates inside the int32 reduction and reuses the phases' memory; it must give
+    # the column sums of certified_pairs, on finite phases (fast path) and with non-finite ones
+    # (repair path), whatever the number of rows per int32 block
+    from opendp_sketch.features.rff import _certified_pair_sums, certified_pairs
+
+    rng = np.random.default_rng(3)
+    Z = rng.normal(scale=50.0, size=(300, 7))
+    Z[:5] *= 1e6  # numpy's slower float32 cos/sin path
+    Z_bad = Z.copy()
+    Z_bad[[3, 200], [1, 6]] = [1e39, -np.inf]  # beyond float32: NaN cos/sin, repaired to 0
+    Z_bad[17, 2] = np.nan
+    for phases in (Z, Z_bad):
+        for k in (20, 26):  # 2^(30-k) rows per int32 block: 1024 (one block) or 16 (many)
+            with np.errstate(all="ignore"):
+                q = certified_pairs(phases, 1.0 - 2.0**-12, k).astype(np.int64)
+                got = _certified_pair_sums(phases.copy(), 1.0 - 2.0**-12, k)
+            assert got.dtype == np.int64
+            assert got.tolist() == np.concatenate([q[0].sum(0), q[1].sum(0)]).tolist()
+    assert q[:, 17, 2].tolist() == [0, 0] and q[:, 200, 6].tolist() == [0, 0]
+
+
+def test_int32_reduction_truncates_each_float_toward_zero():
+    # what the sum path relies on: the float32 -> int32 cast happens per element, before adding
+    a = np.array([[1.75, -1.75, 2.5, -0.5], [0.999, -2.25, 1048575.9, -1048575.9]], dtype=np.float32)
+    assert np.add.reduce(a, axis=0, dtype=np.int32).tolist() == [1, -3, 1048577, -1048575]
+
+
 def test_rff_stated_sensitivities():
     fm = dps.RFF(dim=2, num_features=10, seed=0)  # m' = 5
     assert fm.int_sensitivity(1) == math.isqrt(2 * (5 * 2**20) ** 2)  # ⌊√2·m'·2^20⌋
