@@ -16,12 +16,16 @@ n = 10^6 rows uniform in [0, 1]^10 (seeded numpy RNG). Configurations, all in on
   the RFF sum and the other maps (Histogram, RACE, QuantizedRFF, SubsampledRFF) with both
   libraries, for a before/after table measured in the same run.
 
-Every configuration runs ``--repeats`` times (default 3), each time in a fresh subprocess that
+Every configuration runs ``--repeats`` times (default 9), each time in a fresh subprocess that
 imports, generates the data and then measures one call: wall time, CPU time and peak extra RSS
 (peak RSS during the call minus RSS just before it; see ``lib/memory.py``). Runs are interleaved
 round-robin across configurations so slow drifts of the machine load hit all of them alike;
-medians are reported. The float64 one-shot kernel and pycle (tens of seconds, reference only)
-run in the first round only.
+medians are reported. **Paired ratios**: in every round the RFF sum (``make_feature_sum``) and
+the float32 kernels run back to back (their order alternating between rounds), and the ratio of
+each such pair is reported as min / median / max over the rounds, in wall and in CPU time; on a
+shared machine these are the figures to quote. The tile sweep runs in the first three rounds;
+the float64 one-shot kernel, pycle (tens of seconds, reference only) and the other maps of the
+before/after table run in the first round only.
 
 Usage: ``python benchmarks/bench_feature_sum.py [--quick] [--out-dir DIR] [--baseline-library DIR]``
 """
@@ -47,25 +51,46 @@ DATA_SEED = 20240601
 #: rows per chunk of the numpy baselines (each at the size measured fastest for it)
 PLAIN_CHUNK, BUFFER_CHUNK = 1024, 512
 BASELINE_JOBS = 2
-TIME_RATIO_TARGET = 1.3
+TIME_RATIO_TARGET = 1.1
 MEM_TARGET_MB = 100.0
 TILES = (256, 512, 1024, 2048, 4096)
 
 FULL = {"n": 1_000_000, "m": 1000}
 QUICK = {"n": 20_000, "m": 200}
 
-#: (key, label, kind, params); params: n_jobs, tile, library ("current" / "before"), once
+#: (key, label, kind, params); params: n_jobs, tile, library ("current" / "before"), once (first
+#: round only), rounds (the first few rounds only), paired (run back to back with the other
+#: paired configurations, in an order that alternates between rounds)
 RFF_CONFIGS: list[tuple[str, str, str, dict[str, Any]]] = [
-    ("t_default", "RFF sum: make_feature_sum, n_jobs=default", "transformation", {}),
+    ("t_default", "RFF sum: make_feature_sum, n_jobs=default", "transformation", {"paired": True}),
+    (
+        "f32_buf",
+        f"numpy float32 chunked kernel, out= buffers, {BUFFER_CHUNK} rows, 2 threads",
+        "f32_buf",
+        {"paired": True},
+    ),
+    (
+        "f32_plain",
+        f"numpy float32 chunked kernel, plain, {PLAIN_CHUNK} rows, 2 threads",
+        "f32_plain",
+        {"paired": True},
+    ),
     ("fs_default", "fm.fixed_sum(X, clip=box), n_jobs=default", "fixed_sum", {}),
     ("fs_1", "fm.fixed_sum(X, clip=box), n_jobs=1", "fixed_sum", {"n_jobs": 1}),
-    ("f32_plain", f"numpy float32 chunked kernel, plain, {PLAIN_CHUNK} rows, 2 threads", "f32_plain", {}),
-    ("f32_buf", f"numpy float32 chunked kernel, out= buffers, {BUFFER_CHUNK} rows, 2 threads", "f32_buf", {}),
     ("f64_oneshot", "numpy float64 one-shot kernel", "f64_oneshot", {"once": True}),
     ("pycle", "pycle 1.2 computeSketch (complex exponential)", "pycle", {"once": True}),
+    ("stages", "stage profile (ns per phase, one thread)", "stages", {"once": True}),
 ]
 TILE_CONFIGS = [
-    (f"tile_{t}", f"fm.fixed_sum, n_jobs=default, tiles of {t} rows", "fixed_sum", {"tile": t}) for t in TILES
+    (f"tile_{t}", f"fm.fixed_sum, n_jobs=default, tiles of {t} rows", "fixed_sum", {"tile": t, "rounds": 3})
+    for t in TILES
+]
+#: paired ratios reported: (numerator, denominator, label); pairs with a missing key are skipped
+PAIRS = [
+    ("t_default", "f32_buf", "RFF sum ÷ float32 buffered kernel"),
+    ("t_default", "f32_plain", "RFF sum ÷ float32 plain kernel"),
+    ("t_default_before", "f32_buf", "RFF sum BEFORE ÷ float32 buffered kernel"),
+    ("t_default", "t_default_before", "RFF sum after ÷ before"),
 ]
 #: other maps for the before/after table: name -> constructor(opendp_sketch module, m)
 OTHER_MAPS: dict[str, Callable[[Any, int], Any]] = {
@@ -129,6 +154,78 @@ def numpy_f32_buffered(X: np.ndarray, omega: np.ndarray, chunk: int = BUFFER_CHU
     return _threaded_chunks(X.shape[0], chunk, part)
 
 
+def stage_profile(X: np.ndarray, fm: Any, rows: int = 512, passes: int = 5) -> dict[str, float]:
+    """Nanoseconds per phase (one cos/sin pair) of each stage, one thread, BLAS single-threaded,
+    on tiles of ``rows`` rows of ``X`` (best of ``passes`` passes): the stages of the exact RFF
+    sum (as ``features/rff.py`` runs them) and of the float32 buffered kernel, and both whole."""
+    import math
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    from opendp_sketch._fixed import exact_bits, quantize_rows
+
+    w64, k = fm.frequencies, fm.frac_bits
+    w32 = w64.astype(np.float32)
+    n, mp = X.shape[0] - X.shape[0] % rows, w64.shape[1]
+    Xq = quantize_rows(X[:n], exact_bits(DIM))
+    scale, limit = np.float32(math.ldexp(fm.gain, k)), np.float32(math.ldexp(1 - 2.0**-20, 2 * k))
+    Z = np.empty((rows, mp))
+    z32, t, x32 = (
+        np.empty((rows, mp), np.float32),
+        np.empty((rows, mp), np.float32),
+        np.empty((rows, DIM), np.float32),
+    )
+    ab = Z.reshape(-1).view(np.float32).reshape(2, rows, mp)
+    cs = np.empty((2, rows, mp), np.float32)
+    stages: dict[str, Callable[[int], Any]] = {
+        "exact: projection X_q @ Ω (float64, exact)": lambda s: np.matmul(Xq[s : s + rows], w64, out=Z),
+        "exact: phases rounded to float32": lambda s: np.copyto(z32, Z, casting="same_kind"),
+        "exact: cos (float32)": lambda s: np.cos(z32, out=ab[0]),
+        "exact: sin (float32)": lambda s: np.sin(z32, out=ab[1]),
+        "exact: scale by γ·2^k": lambda s: np.multiply(ab, scale, out=ab),
+        "exact: pair certificate (a², b², sum, max)": lambda s: (
+            np.multiply(ab[0], ab[0], out=t),
+            np.multiply(ab[1], ab[1], out=z32),
+            np.add(t, z32, out=t),
+            bool(t.max() <= limit),
+        ),
+        "exact: truncation + int32 column sums": lambda s: np.add.reduce(ab, axis=1, dtype=np.int32),
+        "float32: rows to float32": lambda s: np.copyto(x32, X[s : s + rows], casting="same_kind"),
+        "float32: projection x @ Ω (float32)": lambda s: np.matmul(x32, w32, out=z32),
+        "float32: cos": lambda s: np.cos(z32, out=cs[0]),
+        "float32: sin": lambda s: np.sin(z32, out=cs[1]),
+        "float32: column sums": lambda s: cs.sum(axis=1),
+    }
+    best = dict.fromkeys(stages, math.inf)
+    whole = {"whole: fm.fixed_sum, n_jobs=1": math.inf, "whole: float32 buffered kernel, 1 thread": math.inf}
+    with threadpool_limits(1):
+        for _ in range(passes):
+            for (
+                name,
+                f,
+            ) in stages.items():  # stage by stage over all tiles: each reads what the one before wrote
+                t0 = time.perf_counter()
+                for s in range(0, n, rows):
+                    f(s)
+                best[name] = min(best[name], time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            fm.fixed_sum(X[:n], n_jobs=1)
+            whole["whole: fm.fixed_sum, n_jobs=1"] = min(
+                whole["whole: fm.fixed_sum, n_jobs=1"], time.perf_counter() - t0
+            )
+            t0 = time.perf_counter()
+            for s in range(0, n, rows):
+                np.copyto(x32, X[s : s + rows], casting="same_kind")
+                np.matmul(x32, w32, out=z32)
+                np.cos(z32, out=cs[0])
+                np.sin(z32, out=cs[1])
+                cs.sum(axis=1)
+            key = "whole: float32 buffered kernel, 1 thread"
+            whole[key] = min(whole[key], time.perf_counter() - t0)
+    return {name: v / (n * mp) * 1e9 for name, v in {**best, **whole}.items()}
+
+
 def pycle_sketch(X: np.ndarray, omega: np.ndarray) -> np.ndarray:
     import pycle.sketching as sk
 
@@ -165,6 +262,9 @@ def setup(config: dict[str, Any]) -> Callable[[], Any]:
         return lambda: numpy_f32_buffered(X, omega)
     if kind == "pycle":
         return lambda: pycle_sketch(X, omega)
+    if kind == "stages":
+        rows = min(n, 200_000)
+        return lambda: stage_profile(X[:rows], fm)
     if kind == "fixed_sum":
         return lambda: fm.fixed_sum(X, clip=(lo, hi), n_jobs=config.get("n_jobs"))
     if kind == "transformation":
@@ -184,6 +284,8 @@ def post(config: dict[str, Any], result: Any) -> dict[str, Any]:
     """Exact integers (ours) as strings, and the sum in float64 feature units for accuracy."""
     from opendp_sketch.features.rff import RFF_FRAC_BITS, RFF_GAIN
 
+    if config["kind"] == "stages":
+        return {"units": None, "stages": result}
     if config["kind"] in ("fixed_sum", "transformation", "map"):
         units = [int(v) for v in result]
         scale = 1.0 if config["kind"] == "map" else 2.0**-RFF_FRAC_BITS / RFF_GAIN
@@ -220,18 +322,44 @@ def _configs(baseline: str | None, have_pycle: bool) -> list[tuple[str, str, str
     configs = [c for c in RFF_CONFIGS if have_pycle or c[2] != "pycle"] + TILE_CONFIGS
     if baseline is None:
         return configs
-    configs.append(
+    configs.insert(
+        2,
         (
             "t_default_before",
             "RFF sum: make_feature_sum, n_jobs=default — BEFORE",
             "transformation",
-            {"library": "before"},
-        )
+            {"library": "before", "paired": True},
+        ),
     )
     for name in OTHER_MAPS:
         for lib in ("before", "current"):
-            configs.append((f"map_{name}_{lib}", f"{name} ({lib})", "map", {"map": name, "library": lib}))
+            configs.append(
+                (f"map_{name}_{lib}", f"{name} ({lib})", "map", {"map": name, "library": lib, "once": True})
+            )
     return configs
+
+
+def _round(
+    configs: list[tuple[str, str, str, dict[str, Any]]], rep: int
+) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The configurations of round ``rep``: the paired ones first, back to back, reversed in
+    odd rounds (so neither side always runs first), then the others that run in this round."""
+    paired = [c for c in configs if c[3].get("paired")]
+    rest = [
+        c
+        for c in configs
+        if not c[3].get("paired") and not (c[3].get("once") and rep > 0) and rep < c[3].get("rounds", rep + 1)
+    ]
+    return (paired[::-1] if rep % 2 else paired) + rest
+
+
+def _paired(runs: dict[str, list[dict[str, Any]]], a: str, b: str, field: str) -> list[float]:
+    """Ratios ``a / b`` of ``field`` round by round (both ran back to back in each round)."""
+    return [ra[field] / rb[field] for ra, rb in zip(runs[a], runs[b])]
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{C.fmt(min(xs))} / **{C.fmt(C.median(xs))}** / {C.fmt(max(xs))}"
 
 
 def _pycle_status() -> tuple[bool, str]:
@@ -247,7 +375,7 @@ def _pycle_status() -> tuple[bool, str]:
 
 def main() -> None:
     baseline = _pop_baseline_library()
-    args = C.parse_args(__doc__.splitlines()[0])
+    args = C.parse_args(__doc__.splitlines()[0], default_repeats=9)
     if args.child is not None:
         C.child_main(args.child, setup, post)
         return
@@ -261,9 +389,7 @@ def main() -> None:
 
     runs: dict[str, list[dict[str, Any]]] = {key: [] for key, *_ in configs}
     for rep in range(args.repeats):
-        for key, label, kind, params in configs:
-            if params.get("once") and rep > 0:
-                continue
+        for key, label, kind, params in _round(configs, rep):
             cfg = {
                 "n": n,
                 "m": m,
@@ -303,7 +429,7 @@ def main() -> None:
     def ratio(k: str, base: str) -> str:
         return C.fmt(med[k] / med[base]) if base in med else "–"
 
-    main_keys = [c for c in configs if not c[0].startswith(("tile_", "map_"))]
+    main_keys = [c for c in configs if not c[0].startswith(("tile_", "map_", "stages"))]
     rows = []
     for key, label, _, _ in main_keys:
         ts = [r["time_s"] for r in runs[key]]
@@ -347,13 +473,43 @@ def main() -> None:
         ]
         for t in TILES
     ]
-    t_ours = med["t_default"]
+    pairs = [(a, b, label) for a, b, label in PAIRS if a in runs and b in runs]
+    pair_rows = [
+        [
+            label,
+            _spread(_paired(runs, a, b, "time_s")),
+            _spread(_paired(runs, a, b, "cpu_s")),
+            str(len(runs[a])),
+        ]
+        for a, b, label in pairs
+    ]
+    buf_wall = _paired(runs, "t_default", "f32_buf", "time_s")
+    plain_wall = _paired(runs, "t_default", "f32_plain", "time_s")
     verdict = (
-        f"RFF sum ÷ float32 kernel: **{t_ours / med['f32_buf']:.2f}×** the buffered kernel and "
-        f"**{t_ours / med['f32_plain']:.2f}×** the plain one (target ≤ {TIME_RATIO_TARGET}); "
+        f"RFF sum ÷ two-thread float32 kernel, paired wall-time ratios min / **median** / max over "
+        f"{len(buf_wall)} rounds: {_spread(buf_wall)} against the buffered kernel and "
+        f"{_spread(plain_wall)} against the plain one (target ≤ {TIME_RATIO_TARGET}: "
+        f"**{'met' if C.median(buf_wall) <= TIME_RATIO_TARGET else 'not met'}** against the buffered kernel); "
         f"peak extra memory **{mem['t_default']:.0f} MB** (target ≤ {MEM_TARGET_MB:.0f} MB). "
-        f"Same exact integers in every opendp_sketch configuration (n_jobs, tiles): **{'yes' if same_units else 'NO'}**."
+        f"Same exact integers in every opendp_sketch configuration (n_jobs, tiles"
+        f"{', and the library before this change' if baseline else ''}): **{'yes' if same_units else 'NO'}**."
     )
+    stage_section = ""
+    if runs.get("stages"):
+        prof = runs["stages"][0]["result"]["stages"]
+        stage_section = f"""
+## Where the time goes (one thread)
+
+Nanoseconds per phase (one cos/sin pair, i.e. two of the m features) of each stage, one thread,
+BLAS single-threaded, tiles of 512 rows, best of 5 passes over {min(n, 200_000):,} rows
+(`stage_profile` in the script; the stages as `features/rff.py` runs them). The exact sum pays,
+on top of the float32 kernel's projection, cos, sin and sums: the float64 projection (exact, so a
+row's phases do not depend on its chunk), the rounding of the phases to float32, the scaling,
+the pair certificate behind the sensitivity, and the truncation to integers before the exact
+column sums.
+
+{C.md_table(["stage", "ns per phase"], [[k, C.fmt(v)] for k, v in prof.items()])}
+"""
     before_section = ""
     if baseline:
         brows = [
@@ -386,6 +542,14 @@ Exact integer sums identical before and after for every map: **{"yes" if same_ma
 
 {verdict}
 
+## Paired ratios
+
+Each round runs the paired configurations back to back in fresh processes (order alternating
+between rounds); the ratio of each pair, min / **median** / max over the rounds. Wall time is
+what a user waits; CPU time is less sensitive to other processes on the shared cores.
+
+{C.md_table(["pair", "wall-time ratio", "CPU-time ratio", "rounds"], pair_rows)}
+{stage_section}
 ## Setting
 
 RFF (Gaussian kernel), d = {DIM}, m = {m} features ({m // 2} frequencies), bandwidth {BANDWIDTH},
@@ -397,8 +561,9 @@ BLAS single-threaded, and sum in float32 per chunk. {pycle_note}; it evaluates e
 with its default batches, single-threaded (numpy), with the same Ω.
 
 Each configuration was measured up to {args.repeats} times, each time **in a fresh subprocess**
-(import, generate X, then one measured call), interleaved round-robin; the float64 one-shot kernel
-and pycle once. Times are wall-clock medians. **Memory = peak extra RSS** ({mem_method}): peak
+(import, generate X, then one measured call), interleaved round-robin; the tile sweep in the
+first 3 rounds, the float64 one-shot kernel, pycle, the stage profile and the other maps once.
+Times are wall-clock medians. **Memory = peak extra RSS** ({mem_method}): peak
 resident set size during the call minus the RSS just before it, counting every allocation of the
 process. X itself ({n * DIM * 8 / 2**20:.0f} MB) exists before the call and is not counted.
 The last column is the CPU used by *other* processes during the call (0 = quiet; the machine has
