@@ -31,6 +31,7 @@ raise (a table of zeros scores 0).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -86,10 +87,25 @@ def independence_scores(sums: Any, blocks: Sequence[MarginalBlock]) -> np.ndarra
     ([(0, 1), (0, 2), (1, 2)], array([10., 10., 10.]))
     """
     v = np.asarray(sums)
-    return np.array(
-        [float(independence_score(v[b.offset : b.offset + b.size].reshape(b.shape))) for b in blocks],
-        dtype=np.float64,
-    )
+    out = np.zeros(len(blocks), dtype=np.float64)
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, b in enumerate(blocks):
+        by_shape.setdefault(tuple(b.shape), []).append(i)
+    for shape, index in by_shape.items():
+        # the tables of one shape at once, in int64: exact below 2^31 rows (module docstring)
+        size = math.prod(shape)
+        starts = np.array([blocks[i].offset for i in index], dtype=np.int64)
+        T = np.asarray(v[starts[:, None] + np.arange(size)], dtype=np.int64).reshape(len(index), *shape)
+        n = T.reshape(len(index), -1).sum(axis=1)
+        small = (len(shape) == 2) & (n < _INT64_ROWS)
+        if small.any():
+            t, m = T[small], n[small]
+            diff = m[:, None, None] * t - t.sum(axis=2)[:, :, None] * t.sum(axis=1)[:, None, :]
+            total = np.abs(diff).reshape(t.shape[0], -1).sum(axis=1, dtype=np.int64)
+            out[np.asarray(index)[small]] = np.where(m > 0, total // np.maximum(m, 1), 0)
+        for k in np.flatnonzero(~small):  # Python integers above 2^31 rows
+            out[index[k]] = float(independence_score(T[k]))
+    return out
 
 
 def make_independence_scores(
@@ -107,12 +123,13 @@ def make_independence_scores(
     of a selection reads the data once: a release builds a new ``memo``, and the transformation
     returns the same scores for the same data either way.
     """
-    chosen = [int(i) for i in subset]
+    chosen = np.array([int(i) for i in subset], dtype=np.int64)
 
-    def scores(data: Any) -> list[float]:
+    def scores(data: Any) -> np.ndarray:
         if memo.get("data") is not data:
             memo["data"], memo["scores"] = data, independence_scores(counts(data)[0], blocks)
-        return [float(s) for s in memo["scores"][chosen]]
+        # a float64 array: OpenDP reads it as a vector ~3x faster than a list of floats
+        return np.ascontiguousarray(memo["scores"][chosen], dtype=np.float64)
 
     return dp.t.make_user_transformation(
         input_domain,

@@ -322,7 +322,9 @@ class MarginalTables(OneHotFeatureMap):
         self.blocks: tuple[MarginalBlock, ...] = tuple(blocks)
         self.num_features = offset
         self._offsets = np.array([b.offset for b in blocks], dtype=np.int64)
-        self._gram = _gram_layout(self.blocks)
+        self._gram_cache: list[
+            Any
+        ] = []  # the Gram layout, built on the first sum (maps are planned by the dozen)
 
     def _params(self) -> dict[str, Any]:
         return {
@@ -393,14 +395,23 @@ class MarginalTables(OneHotFeatureMap):
         >>> [(b.subset, b.shape) for b in fm.take([2, 0]).blocks]
         [((0, 1), (2, 2)), ((0,), (2,))]
         """
-        picked = [self.blocks[int(i)] for i in blocks]
-        return MarginalTables(
-            (self.lower, self.upper),
-            [b.subset for b in picked],
-            [_bins_spec(b) for b in picked],
-            categorical=sorted(self.categories),
-            dim=self.dim,
-        )
+        index = [int(i) for i in blocks]
+        if len(set(index)) != len(index) or not all(-len(self.blocks) <= i < len(self.blocks) for i in index):
+            raise ValueError(f"blocks ({list(blocks)!r}) must be distinct positions among {len(self.blocks)}")
+        # the blocks were checked when this map was built: lay them out again without re-parsing
+        # (a selection takes the candidate and kept blocks of a 100-column plan many times)
+        out = object.__new__(MarginalTables)
+        out.lower, out.upper, out.dim, out.categories = self.lower, self.upper, self.dim, self.categories
+        laid, offset = [], 0
+        for i in index:
+            b = self.blocks[i]
+            laid.append(MarginalBlock(b.subset, b.shape, offset, b.cuts))
+            offset += b.size
+        out.blocks = tuple(laid)
+        out.num_features = offset
+        out._offsets = np.array([b.offset for b in laid], dtype=np.int64)
+        out._gram_cache = []
+        return out
 
     def block_edges(self, block: int) -> list[np.ndarray]:
         """The public bin edges of each column of ``blocks[block]``: its cut points between the
@@ -475,9 +486,10 @@ class MarginalTables(OneHotFeatureMap):
         in float32, exact because every partial sum is an integer at most the chunk's rows
         (``< 2²⁴``, see :meth:`_row_width`), whatever order BLAS adds in. Otherwise the indices of
         the ones, counted."""
-        if self._gram is None:
+        gram = self._gram
+        if gram is None:
             return super()._fixed_block_sum(X)
-        keys, width, rows_of, cols_of = self._gram
+        keys, width, rows_of, cols_of = gram
         H = np.zeros((X.shape[0], width), dtype=np.float32)
         at = np.arange(X.shape[0])
         for (j, b, cuts), start in keys.items():
@@ -486,10 +498,18 @@ class MarginalTables(OneHotFeatureMap):
         G = H.T @ H
         return np.rint(G[rows_of, cols_of]).astype(np.int64)
 
+    @property
+    def _gram(self) -> tuple[dict[tuple[int, int, Any], int], int, np.ndarray, np.ndarray] | None:
+        """:func:`_gram_layout` of the blocks, computed once, when a sum first needs it."""
+        if not self._gram_cache:
+            self._gram_cache.append(_gram_layout(self.blocks))
+        return self._gram_cache[0]
+
     def _row_width(self) -> int:
-        if self._gram is None:
+        gram = self._gram
+        if gram is None:
             return super()._row_width()
-        return max(self._gram[1], 1 << 9)  # chunks of at most 2²² / 512 = 8 192 rows: exact in float32
+        return max(gram[1], 1 << 9)  # chunks of at most 2²² / 512 = 8 192 rows: exact in float32
 
     # -- automatic choice -----------------------------------------------------------------------
     @classmethod

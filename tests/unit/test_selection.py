@@ -187,3 +187,23 @@ def test_a_spanning_tree_leaves_one_component() -> None:
         f.join((int(a), int(b)))
     assert f.components == 1
     assert f.crossing([(i, j) for i in range(d) for j in range(i + 1, d)]) == []
+
+
+def test_the_batched_scores_equal_the_one_table_formula():
+    """``independence_scores`` scores the tables of one shape together; each score is the exact
+    ``independence_score`` of its table (random and adversarial tables, empty ones included)."""
+    from opendp_sketch.features.marginals import MarginalTables
+    from opendp_sketch.selection import independence_score, independence_scores
+
+    fm = MarginalTables.auto(([0.0] * 6, [1.0] * 6), categorical=[5], fine_bins=4, coarse_bins=4)
+    fm = fm.take([i for i, b in enumerate(fm.blocks) if len(b.subset) == 2])
+    rng = np.random.default_rng(3)
+    for sums in (
+        rng.integers(0, 1000, fm.num_features),
+        np.zeros(fm.num_features, dtype=np.int64),
+        rng.integers(0, 2, fm.num_features) * (2**30),
+    ):
+        expected = [
+            independence_score(sums[b.offset : b.offset + b.size].reshape(b.shape)) for b in fm.blocks
+        ]
+        np.testing.assert_array_equal(independence_scores(sums, fm.blocks), np.array(expected, dtype=float))

@@ -512,3 +512,30 @@ def test_few_pairs_or_three_way_tables_keep_the_index_count():
         (0, 1), subsets=[(0, 1, 2)] + [(i, j) for i in range(9) for j in range(i + 1, 9)], dim=9
     )
     assert fm._gram is None  # a 3-way table
+
+
+def test_take_lays_out_the_same_map_as_building_it_from_its_blocks():
+    """``take`` reuses the checked blocks instead of re-parsing them: the result is the map the
+    constructor builds from the same subsets, bins and cuts (same fingerprint, cells and sums)."""
+    from opendp_sketch.features.marginals import _bins_spec
+
+    fm = dps.MarginalTables.auto(
+        ([0.0] * 5, [1.0] * 5), categorical=[4], fine_bins=8, coarse_bins=4, coarse_one_way=2
+    )
+    X = np.random.default_rng(0).uniform(0, 1, size=(300, 5))
+    X[:, 4] = np.floor(X[:, 4] * 2)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        idx = rng.choice(len(fm.blocks), size=rng.integers(1, len(fm.blocks) + 1), replace=False).tolist()
+        fast = fm.take(idx)
+        slow = dps.MarginalTables(
+            (fm.lower, fm.upper),
+            [fm.blocks[i].subset for i in idx],
+            [_bins_spec(fm.blocks[i]) for i in idx],
+            categorical=sorted(fm.categories),
+            dim=fm.dim,
+        )
+        assert fast == slow and fast.blocks == slow.blocks and fast.num_features == slow.num_features
+        np.testing.assert_array_equal(fast.fixed_sum(X), slow.fixed_sum(X))
+    with pytest.raises(ValueError, match="distinct positions"):
+        fm.take([0, 0])
