@@ -183,8 +183,9 @@ def make_spanning_sketch(
         memo: dict[str, Any] = {}  # the candidate counts of this release's one dataset
         joined = Forest(marginals.input_dim, joins)
         chosen: list[int] = []
+        pair_array = np.array(cand_pairs, dtype=np.int64).reshape(-1, 2)
         for _ in range(rounds):
-            open_ = joined.crossing(cand_pairs)  # never empty while fewer than k are picked
+            open_ = joined.crossing(pair_array)  # never empty while fewer than k are picked
             c = open_[queryable(choose(open_, memo, noise))]
             chosen.append(c)
             joined.join(cand_pairs[c])

@@ -304,12 +304,13 @@ class MarginalTables(OneHotFeatureMap):
         self.categories = _parse_categorical(categorical, self.lower, self.upper)
         parsed = _parse_subsets(subsets, self.dim)
         blocks, offset = [], 0
-        seen: set[tuple[frozenset[int], Any]] = set()
+        seen: set[frozenset[Any]] = set()
         for s, (shape, cut) in zip(
             parsed, _parse_bins(bins, parsed, self.lower, self.upper, self.categories)
         ):
             # a subset may come back at another resolution (a coarse level over fine cells)
-            key = (frozenset(s), tuple(sorted(zip(s, shape, [None if c is None else tuple(c) for c in cut]))))
+            # the same columns at the same bins and cuts, whatever their order (a subset's columns are distinct)
+            key = frozenset(zip(s, shape, [None if c is None else tuple(c) for c in cut]))
             if key in seen:
                 raise ValueError(
                     f"subset ({s!r}) appears twice with the same bins (column order does not make a new marginal)"
