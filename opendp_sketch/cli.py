@@ -342,7 +342,7 @@ def _sketch_schema(sk: Any) -> Any:
 
 def _column_names(sk: Any) -> list[str]:
     """The sketch's column names (``x0, x1, …`` when it records none)."""
-    from .estimators.m2m import default_column_names
+    from .estimators.contract import default_column_names
 
     return list(sk.column_names) if sk.column_names else default_column_names(sk.feature_map)
 
@@ -448,7 +448,7 @@ def _plot(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ValueError(f"--out ({args.out}) must end in .png, .svg or .pdf")
     sk = _load_sketch(args.sketch)
-    from .estimators.m2m import default_column_names
+    from .estimators.contract import default_column_names
 
     names = list(sk.column_names) if sk.column_names else default_column_names(sk.feature_map)
     pairs = []

@@ -12,7 +12,14 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["SketchEstimator", "renamed_keyword"]
+import numpy as np
+
+from ..backends.domains import box_data_bounds
+from ..features.base import FeatureMap
+from ..features.byclass import ByClass
+from ..sketch import Sketch
+
+__all__ = ["SketchEstimator", "renamed_keyword", "fitted", "default_column_names", "resolve_box"]
 
 _E = TypeVar("_E", bound="SketchEstimator")
 
@@ -64,3 +71,42 @@ def renamed_keyword(owner: str, old: str, old_value: Any, new: str, new_value: A
         stacklevel=3,
     )
     return old_value
+
+
+def fitted(name: str) -> property:
+    """The fitted attribute ``name`` under scikit-learn's name for it, ``name_`` (read-only).
+
+    >>> class Est:
+    ...     n_hat_ = fitted("n_hat")
+    >>> e = Est(); e.n_hat = 3.0; e.n_hat_
+    3.0
+    """
+    return property(lambda self: getattr(self, name), doc=f"``{name}``, fitted from the sketch")
+
+
+def default_column_names(fm: FeatureMap) -> list[str]:
+    """The names of a sketch's columns when it records none: ``x0, x1, …`` (and ``label``).
+
+    >>> import opendp_sketch as dps
+    >>> default_column_names(dps.ByClass(dps.Histogram(bounds=(0, 1), bins=2, dim=2), num_classes=2))
+    ['x0', 'x1', 'label']
+    """
+    names = [f"x{j}" for j in range(fm.dim)]
+    return names + ["label"] if isinstance(fm, ByClass) else names
+
+
+def resolve_box(bounds: Any, sketch: Sketch, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The public box an estimator reads ``sketch`` in: ``bounds`` if given (``d`` columns),
+    else the box the sketch records.
+
+    :raises ValueError: without either, or for bounds of another width
+    """
+    if bounds is None:
+        if sketch.bounds is None:
+            raise ValueError("bounds are required: the sketch does not record the public box")
+        lo, hi = (np.asarray(b, dtype=np.float64) for b in sketch.bounds)
+        return lo, hi
+    lo, hi = box_data_bounds(bounds, sketch.feature_map)
+    if lo.size != d:
+        raise ValueError(f"bounds must describe {d} columns")
+    return lo.astype(np.float64), hi.astype(np.float64)

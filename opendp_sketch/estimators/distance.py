@@ -41,7 +41,7 @@ import numpy as np
 from ..features.histogram import DyadicTrees
 from ..features.moments import Moments
 from ..sketch import Sketch
-from .contract import SketchEstimator
+from .contract import SketchEstimator, fitted
 
 __all__ = ["L1DistanceSum", "SquaredL2DistanceSum"]
 
@@ -190,6 +190,15 @@ class L1DistanceSum(SketchEstimator):
     >>> value.shape, bool(std[0] > 0)
     ((1,), True)
     """
+
+    #: the fitted attributes under scikit-learn's trailing-underscore names
+    sketch_ = fitted("sketch")
+    levels_ = fitted("levels")
+    n_leaves_ = fitted("n_leaves")
+    lower_ = fitted("lower")
+    upper_ = fitted("upper")
+    width_ = fitted("width")
+    noise_var_ = fitted("noise_var")
 
     def __init__(
         self, sketch: Sketch | None = None, *, method: str = "consistent", alpha: float = 0.1
@@ -360,6 +369,12 @@ class SquaredL2DistanceSum(SketchEstimator):
     >>> SquaredL2DistanceSum(sk).mean([[1.0, 0.0]]).tolist()
     [1.0]
     """
+
+    #: the fitted attributes under scikit-learn's trailing-underscore names
+    sketch_ = fitted("sketch")
+    center_ = fitted("center")
+    noise_var_ = fitted("noise_var")
+    count_var_ = fitted("count_var")
 
     def __init__(self, sketch: Sketch | None = None) -> None:
         self._start(sketch)

@@ -29,7 +29,7 @@ from ..features.race import RACE
 from ..features.rff import RFF
 from ..schema import Schema
 from ..sketch import Sketch
-from .contract import SketchEstimator, renamed_keyword
+from .contract import SketchEstimator, fitted, renamed_keyword
 
 __all__ = ["KDE"]
 
@@ -83,6 +83,14 @@ class KDE(SketchEstimator):
     >>> bool(kde([[0.5, 0.5]])[0] > kde([[0.0, 1.0]])[0])
     True
     """
+
+    #: the fitted attributes under scikit-learn's trailing-underscore names
+    sketch_ = fitted("sketch")
+    feature_map_ = fitted("feature_map")
+    sum_ = fitted("sum")
+    n_hat_ = fitted("n_hat")
+    noise_var_ = fitted("noise_var")
+    bounds_ = fitted("bounds")
 
     def __init__(
         self,

@@ -24,8 +24,8 @@ from ..features.histogram import DyadicTrees, Histogram
 from ..features.marginals import MarginalTables
 from ..schema import Numeric
 from ..sketch import Sketch
-from .contract import renamed_keyword
-from .m2m import M2M, default_column_names
+from .contract import default_column_names, renamed_keyword
+from .m2m import M2M
 
 __all__ = ["SketchLogisticRegression", "SketchLinearRegression"]
 
@@ -335,7 +335,7 @@ def _target_index(target: str | int, names: list[str] | None, d: int) -> int:
 
 
 def _column_bounds(sketch: Sketch, bounds: Any, j: int) -> tuple[float, float]:
-    from .m2m import resolve_box
+    from .contract import resolve_box
 
     lo, hi = resolve_box(bounds, sketch, sketch.feature_map.input_dim)
     return float(lo[j]), float(hi[j])

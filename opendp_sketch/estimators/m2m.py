@@ -21,12 +21,10 @@ import numpy as np
 import polars as pl
 
 from .._compat import ForgetsCallInput
-from ..backends.domains import box_data_bounds
-from ..features.base import FeatureMap
 from ..features.byclass import ByClass
 from ..schema import Categorical, Numeric, Schema
 from ..sketch import Sketch
-from .contract import SketchEstimator
+from .contract import SketchEstimator, default_column_names, fitted, resolve_box
 from .intervals import CellIndex, Interval, cell_intervals, probe_points, quantile_bounds, require_cells
 from .queries import as_expressions, label_shares
 from .ridge import DEFAULT_PRIOR_SAMPLES, RidgeDesign, draw_prior, reference_queries
@@ -159,6 +157,12 @@ class M2M(SketchEstimator, ForgetsCallInput):
     samples_ = property(lambda self: self.samples)
     weights_ = property(lambda self: self.weights)
     n_hat_ = property(lambda self: float(self.n_hat))
+    sketch_ = fitted("sketch")
+    decoder_ = fitted("decoder")
+    columns_ = fitted("columns")
+    lower_ = fitted("lower")
+    upper_ = fitted("upper")
+    noise_var_ = fitted("noise_var")
 
     def fit(self, sketch: Sketch) -> M2M:
         """Decode ``sketch`` into the weighted points every query averages over, and return
@@ -979,20 +983,3 @@ def _check_level(interval: Any, alternative: str = "") -> None:
     """Refuse an interval level outside ``(0, 1)``, naming the fix."""
     if isinstance(interval, bool) or not (isinstance(interval, (float, int)) and 0 < interval < 1):
         raise ValueError(f"interval ({interval!r}) must be a level in (0, 1), e.g. 0.95{alternative}")
-
-
-def default_column_names(fm: FeatureMap) -> list[str]:
-    names = [f"x{j}" for j in range(fm.dim)]
-    return names + ["label"] if isinstance(fm, ByClass) else names
-
-
-def resolve_box(bounds: Any, sketch: Sketch, d: int) -> tuple[np.ndarray, np.ndarray]:
-    if bounds is None:
-        if sketch.bounds is None:
-            raise ValueError("bounds are required: the sketch does not record the public box")
-        lo, hi = (np.asarray(b, dtype=np.float64) for b in sketch.bounds)
-        return lo, hi
-    lo, hi = box_data_bounds(bounds, sketch.feature_map)
-    if lo.size != d:
-        raise ValueError(f"bounds must describe {d} columns")
-    return lo.astype(np.float64), hi.astype(np.float64)

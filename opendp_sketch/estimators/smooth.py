@@ -27,7 +27,7 @@ import scipy.optimize
 from .._validate import check_bounds, check_positive_float, check_positive_int, check_seed
 from ..features.rff import RFF
 from ..sketch import Sketch
-from .contract import SketchEstimator
+from .contract import SketchEstimator, fitted
 from .kde import KDE, check_queries
 
 __all__ = [
@@ -355,6 +355,11 @@ class SmoothKDE(SketchEstimator):
     >>> kde([[0.5], [0.9]]).shape
     (2,)
     """
+
+    #: the fitted attributes under scikit-learn's trailing-underscore names
+    kdes_ = fitted("kdes")
+    dim_ = fitted("dim")
+    sigmas_ = fitted("sigmas")
 
     def __init__(
         self,

@@ -64,3 +64,20 @@ def test_smooth_kde_fits_its_sketches():
     assert short([[0.4]]).tolist() == fitted([[0.4]]).tolist()
     with pytest.raises(ValueError, match="coefficients are needed"):
         SmoothKDE()
+
+
+def test_fitted_attributes_have_their_trailing_underscore_names(data):
+    """scikit-learn's convention: what a fit computes is readable as ``name_``."""
+    hist = dps.Histogram(bounds=(0, 1), bins=8, dim=1)
+    est = dps.M2M(n_samples=2000, seed=0).fit(
+        dps.Sketch(hist, np.asarray(hist.fixed_sum(data)), 3000, bounds=([0.0], [1.0]))
+    )
+    assert est.columns_ == est.columns and est.lower_ is est.lower and est.sketch_ is est.sketch
+    rff = dps.RFF(dim=1, num_features=50, bandwidth=0.2, seed=0)
+    kde = dps.KDE().fit(dps.Sketch(rff, np.asarray(rff.fixed_sum(data)), 3000))
+    assert kde.n_hat_ == kde.n_hat and kde.feature_map_ is kde.feature_map and kde.sum_ is kde.sum
+    trees = dps.DyadicTrees(bounds=(0, 1), levels=4, dim=1)
+    l1 = dps.L1DistanceSum().fit(dps.Sketch(trees, np.asarray(trees.fixed_sum(data)), 3000))
+    assert l1.n_leaves_ == 16 and l1.levels_ == 4 and l1.noise_var_ == l1.noise_var
+    with pytest.raises(AttributeError):
+        dps.KDE().n_hat_  # noqa: B018 - not fitted
