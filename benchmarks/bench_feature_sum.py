@@ -580,7 +580,7 @@ divided by `fm.gain` = 1 − 2^-12; pycle's mean is multiplied by n).
 
 `fm.fixed_sum(X, clip=box)`, n_jobs = default; rows are clipped and rounded per chunk of 4096,
 then the phase / cos / sin / certificate / integer-sum arrays run on tiles of the given number of
-rows (about 24 bytes per phase of work arrays per thread).
+rows (about 16 bytes per phase of work arrays per thread).
 
 {C.md_table(["tile", "median time (s)", "median CPU (s)", "÷ float32 buffered", "median peak extra RSS (MB)"], tile_rows)}
 {before_section}"""
