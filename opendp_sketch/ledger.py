@@ -745,6 +745,17 @@ def verify_ledger(
         "sketches_missing", "signatures", "head", "problems"}}}``; ``spent`` is recomputed from
         the chain, and ``head`` (the last row's hash) can be kept elsewhere to detect a rollback
         of the whole file
+    :example:
+
+    >>> import os, tempfile, numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> path = os.path.join(tempfile.mkdtemp(), "ledger.db")
+    >>> s = dps.Session.open(path, "survey", epsilon=1.0)
+    >>> X = np.random.default_rng(0).uniform(0, 1, size=(200, 1))
+    >>> _ = s.release_sketch(X, dps.Histogram(bounds=(0, 1), bins=4, dim=1), (0, 1), epsilon=0.5)
+    >>> report = dps.verify_ledger(path)
+    >>> report["ok"], report["datasets"]["survey"]["releases"], report["datasets"]["survey"]["spent_matches"]
+    (True, 1, True)
     """
     secret = None if key is None else check_key(key)
     if not os.path.isfile(path):

@@ -63,6 +63,15 @@ def release_smooth_sketches(
         :func:`~opendp_sketch.release_sketch`)
     :return: the ``J`` sketches, in the plan's order
     :raises ValueError: on bad parameters or data (nothing is released)
+    :example:
+
+    >>> import numpy as np, opendp.prelude as dp, opendp_sketch as dps
+    >>> dp.enable_features("contrib", "honest-but-curious")
+    >>> plan = dps.SmoothKernelPlan(dim=1, bandwidth=0.2, num_features=100, num_terms=3, t_max=50.0)
+    >>> X = np.random.default_rng(0).normal(0.5, 0.1, size=(2000, 1))
+    >>> sks = dps.release_smooth_sketches(X, plan, (0, 1), epsilon=1.0)
+    >>> len(sks), sks[0].privacy["epsilon"] <= 1.0, round(sum(s.privacy["share"] for s in sks), 6)
+    (3, True, 1.0)
     """
     from .estimators.smooth import SmoothKernelPlan
 
