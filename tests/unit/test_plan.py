@@ -105,8 +105,9 @@ def test_release_takes_a_plan_and_records_it(people, tmp_path):
 
 
 def test_one_plan_gives_the_same_exact_sum_and_the_same_release_on_every_backend(people, tmp_path):
-    """One plan, numpy-free tables in memory, in a Parquet file and on Dask: the planned map's
-    exact pair is identical, and each backend's release measures that map at the same noise."""
+    """One plan on tables in memory (Polars, pandas, a numpy object array), in a Parquet file and
+    on Dask: the planned map's exact pair is identical, and each backend's release measures that
+    map at the same noise (the Spark leg is in ``test_spark.py``)."""
     plan = dps.Plan(SCHEMA, epsilon=1.0, pair_selection=None)
     fm = plan.planned_map()
     path = tmp_path / "people.parquet"
@@ -119,11 +120,13 @@ def test_one_plan_gives_the_same_exact_sum_and_the_same_release_on_every_backend
         for data, domain in (
             (str(path), table_domain(SCHEMA)),
             (people.lazy(), table_domain(SCHEMA)),
+            (people.to_numpy(), table_domain(SCHEMA)),
             (ddf, dask_table_domain(SCHEMA)),
         ):
             got = make_sum_and_count(domain, sym, fm)(data)
             assert got[1] == expected[1] and np.array_equal(got[0], expected[0])
-        sketches = [dps.release_sketch(data, plan) for data in (people, str(path), people.to_pandas(), ddf)]
+        tables = (people, str(path), people.to_pandas(), people.to_numpy(), ddf)
+        sketches = [dps.release_sketch(data, plan) for data in tables]
     for sk in sketches:
         assert sk.feature_map == fm and sk.noise["sum_scale"] == sketches[0].noise["sum_scale"]
         assert sk.privacy["plan"] == plan.options()
