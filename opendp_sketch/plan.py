@@ -847,12 +847,28 @@ class Plan:
         """
         if self.feature_map is not None:
             return self.feature_map
-        assert self.schema is not None
         if self.counts_rows:
             raise ValueError(
                 "this plan counts the rows privately before choosing its map: give the schema a public "
                 "rows estimate, or rows_fraction=0, to see the map beforehand"
             )
+        fm, full, keep, tree = self.table_blocks()
+        if tree is not None and tree_rounds(full, keep)[1] > 0:
+            raise ValueError(
+                "this plan chooses a tree of pairs privately inside the release: pass pair_selection=None "
+                "to see the map beforehand"
+            )
+        return fm
+
+    def table_blocks(self) -> tuple[FeatureMap, Any, Any, float | None]:
+        """A schema plan's map when no noisy row count decides it: the map, the candidate blocks
+        and kept indices of the automatic map (``None``, ``None`` for a given map), and the
+        private tree's share (``None``: no tree; ``"auto"`` decided here from public inputs)."""
+        assert self.schema is not None
+        chosen = self.pair_selection
+        tree = float(chosen) if isinstance(chosen, (int, float)) else None
+        if self.feature_map is not None:
+            return self.feature_map, None, None, tree
         full, keep = schema_blocks(
             self.schema,
             **self.budget.kwargs(),
@@ -861,15 +877,9 @@ class Plan:
             fine_bins=self.fine_bins,
             pairs=self.pairs,
         )
-        tree = self.pair_selection
-        if isinstance(tree, str) and self.pairs == "rule":
+        if isinstance(chosen, str) and self.pairs == "rule":  # "auto": public inputs decide
             tree = auto_tree(self.budget, full, keep, self.schema.rows, self.count_fraction)
-        if tree is not None and not isinstance(tree, str) and tree_rounds(full, keep)[1] > 0:
-            raise ValueError(
-                "this plan chooses a tree of pairs privately inside the release: pass pair_selection=None "
-                "to see the map beforehand"
-            )
-        return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT, schema_targets(self.schema))
+        return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT, schema_targets(self.schema)), full, keep, tree
 
     def options(self) -> dict[str, Any]:
         """The plan's choices as plain values (no schema, map or box): what a sketch records."""

@@ -46,9 +46,6 @@ from .plan import (
     PairsRule,
     Plan,
     auto_feature_map,
-    auto_tree,
-    kept_map,
-    schema_blocks,
     schema_targets,
     tree_ratio,
     warn_if_tree_is_noise,
@@ -328,35 +325,13 @@ class PreparedRelease:
     passes: int
 
 
-def _table_map(plan: Plan) -> tuple[FeatureMap, Any, Any, float | None]:
-    """The plan's map for a table whose map does not wait for a noisy count: the map, the
-    candidate blocks and kept indices of the automatic map (``None`` for a given map) and the
-    private tree's share (``None``: no tree)."""
-    schema, budget = plan.schema, plan.budget
-    assert schema is not None
-    chosen = plan.pair_selection
-    selection = float(chosen) if isinstance(chosen, (int, float)) else None
-    if plan.feature_map is not None:
-        return plan.feature_map, None, None, selection
-    full, keep = schema_blocks(
-        schema,
-        **budget.kwargs(),
-        count_fraction=plan.count_fraction,
-        one_way_weight=AUTO_ONE_WAY_WEIGHT,
-        fine_bins=plan.fine_bins,
-        pairs=plan.pairs,
-    )
-    if isinstance(chosen, str) and plan.pairs == "rule":  # "auto": public inputs decide
-        selection = auto_tree(budget, full, keep, schema.rows, plan.count_fraction)
-    return kept_map(full, keep, AUTO_ONE_WAY_WEIGHT, schema_targets(schema)), full, keep, selection
-
-
 def prepare_table_release(
     data: Any,
     plan: Plan,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     n_jobs: int | None = None,
     backend: Backend | None = None,
+    blocks: tuple[FeatureMap, Any, Any, float | None] | None = None,
 ) -> PreparedRelease:
     """The release of a table under ``plan``'s public schema, checked and built, not run.
 
@@ -368,6 +343,8 @@ def prepare_table_release(
 
     :param backend: the cluster backend of a Dask or Spark DataFrame (``None``: any table
         :func:`~opendp_sketch.backends.tables.as_frame` reads)
+    :param blocks: ``plan.table_blocks()`` if the caller has it already (planning a wide map is
+        not free)
     :raises ValueError: for a plan without a schema, or a table the schema refuses
     """
     schema, budget, contributions = plan.schema, plan.budget, plan.contributions
@@ -399,7 +376,7 @@ def prepare_table_release(
         )
         # the count, then the release (and a tree's choices): the data is read twice or more
         return PreparedRelease(meas, frame, smallest, rows, 2)
-    fm, full, keep, selection = _table_map(plan)
+    fm, full, keep, selection = plan.table_blocks() if blocks is None else blocks
     count_fraction = check_release_arguments(fm, contributions, plan.count_fraction)
     frame, domain, rows = _checked_table(data, schema, backend)
     if selection is not None:
@@ -443,14 +420,16 @@ def _release_table(
     """A table under the plan's public schema: checked by the schema, then released once (on a
     cluster without a choice to make, in one pass)."""
     assert plan.schema is not None
+    blocks = None
     if backend is not None and not plan.rows_fraction:
-        fm, _, _, selection = _table_map(plan)
+        blocks = plan.table_blocks()
+        fm, _, _, selection = blocks
         if selection is None:
             count_fraction = check_release_arguments(fm, plan.contributions, plan.count_fraction)
             return _release_cluster_table_once(
                 backend, data, plan.schema, fm, plan.budget, plan.contributions, count_fraction, n_jobs
             )
-    p = prepare_table_release(data, plan, chunk_rows, n_jobs, backend)
+    p = prepare_table_release(data, plan, chunk_rows, n_jobs, backend, blocks)
     return _release_measured(
         p.measurement, p.data, p.feature_map, plan.budget, plan.contributions, p.rows, progress, p.passes
     )

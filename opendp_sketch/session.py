@@ -404,12 +404,8 @@ class Session:
             "contributions", self.contributions if contributions is None else contributions
         )
         count_fraction = check_release_arguments(feature_map, contributions, count_fraction)
-        share = Budget.of(epsilon, delta, rho)
+        share = self._share(Budget.of(epsilon, delta, rho))
         measure = share.measure
-        if share.kind != self.budget and not (share.kind == "epsilon" and self.budget == "epsilon_delta"):
-            raise ValueError(
-                f"this session accounts {self._budget_words()}: give the release's share as such"
-            )
         X, source = memory_source(data, feature_map, bounds, impute, column_names, None)
 
         def build(scale: float) -> dp.Measurement:
@@ -429,9 +425,7 @@ class Session:
         measurement built exactly as :func:`~opendp_sketch.release_sketch` builds it (a noisy
         row count, a private tree of pairs, or the sketch alone), then filtered and recorded."""
         self._unit("contributions", plan.contributions)
-        share = plan.budget
-        if share.kind != self.budget and not (share.kind == "epsilon" and self.budget == "epsilon_delta"):
-            raise ValueError(f"this session accounts {self._budget_words()}: give the plan's share as such")
+        share = self._share(plan.budget)
         prepared = prepare_table_release(data, plan, chunk_rows, n_jobs)
         meas = self._lift(prepared.measurement)
         schema = plan.schema
@@ -440,6 +434,15 @@ class Session:
         sketch = self._release(meas, prepared.data, summary, description)
         sketch.privacy["plan"] = plan.options()
         return sketch
+
+    def _share(self, share: Budget) -> Budget:
+        """``share`` if this session accounts its kind (pure ε also in an (ε, δ) session), else
+        a clear refusal."""
+        if share.kind != self.budget and not (share.kind == "epsilon" and self.budget == "epsilon_delta"):
+            raise ValueError(
+                f"this session accounts {self._budget_words()}: give the release's share as such"
+            )
+        return share
 
     def _unit(self, name: str, value: Any) -> int:
         """``value`` if it is the dataset's privacy unit, else a clear refusal."""
