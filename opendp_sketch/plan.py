@@ -88,8 +88,9 @@ AUTO_TREE_FINE_WEIGHT = 1.0
 
 #: with a declared model target (``Schema(targets=)``): the weight of the (feature, target) pairs
 #: and of the other pairs against the 1-way blocks' ``one_way_weight``; and a feature pair the rule
-#: leaves out at the pairs' 16 bins is measured at ``AUTO_TARGET_FEATURE_PAIR_BINS`` when its
-#: average cell passes the rule there. A model fitted to the decoded points needs how the features
+#: leaves out at the pairs' 16 bins is measured at the finest bins per numeric column, from 15 down
+#: to ``AUTO_TARGET_FEATURE_PAIR_BINS``, where its average cell passes the rule (none: left out). A
+#: model fitted to the decoded points needs how the features
 #: vary together (with the target pairs alone they come back independent given the target: naive
 #: Bayes) and the target pairs' cells precise (evidence: docs/design/planning.md, "Declared
 #: targets")
@@ -315,9 +316,10 @@ def auto_blocks(
     pair in ``links`` (a numeric column and its null state) is always kept too: it says which
     rows are null, so the column's statistics among the others come back.
 
-    With ``targets``, a feature pair the rule leaves out at the pairs' bins is also measured at
-    ``AUTO_TARGET_FEATURE_PAIR_BINS`` when an average cell passes the rule there (a model needs how
-    the features vary together); :func:`kept_map` weighs the blocks for the same ``targets``."""
+    With ``targets``, a feature pair the rule leaves out at the pairs' bins is also measured at the
+    finest bins per numeric column, between ``AUTO_TARGET_FEATURE_PAIR_BINS`` and the pairs' bins,
+    where an average cell passes the rule (a model needs how the features vary together);
+    :func:`kept_map` weighs the blocks for the same ``targets``."""
     pairs = check_pairs(pairs)
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
         1.0 <= one_way_weight <= 1024.0
@@ -380,10 +382,11 @@ def auto_blocks(
     def with_feature_pairs(
         fm: MarginalTables, keep: list[int], fine: int, std: float
     ) -> tuple[MarginalTables, list[int]]:
-        """With targets: each 2-way block the rule left out, again at
-        ``AUTO_TARGET_FEATURE_PAIR_BINS`` per numeric column when an average cell there holds
-        ``AUTO_PAIR_SNR`` noise std's of rows (appended, kept); the left-out blocks stay in ``fm``
-        (candidates, not measured)."""
+        """With targets: each 2-way block the rule left out, again at the finest bins per numeric
+        column from one below the pairs' down to ``AUTO_TARGET_FEATURE_PAIR_BINS`` where an average
+        cell holds ``AUTO_PAIR_SNR`` noise std's of rows (appended, kept); the left-out blocks stay
+        in ``fm`` (candidates, not measured). Only public facts decide: the bins, the categories
+        and the row estimate."""
         if not wanted:
             return fm, keep
         coarse = build(min(AUTO_TARGET_FEATURE_PAIR_BINS, fine), fine)
@@ -392,9 +395,17 @@ def auto_blocks(
             if len(b.subset) != 2 or i in keep:
                 continue
             c = coarse.blocks[coarse.block_index(b.subset)]
-            if c.shape != b.shape and rows / math.prod(c.shape) >= AUTO_PAIR_SNR * std:
-                subsets.append(c.subset)
-                bins.append(list(c.shape))
+            # the axes with equal numeric bins, the ones the coarse table coarsens; categories and
+            # integer levels keep theirs
+            scaled = [k for k in range(2) if c.shape[k] != b.shape[k]]
+            if not scaled:
+                continue
+            for level in range(max(b.shape[k] for k in scaled) - 1, c.shape[scaled[0]] - 1, -1):
+                shape = [level if k in scaled else c.shape[k] for k in range(2)]
+                if rows / math.prod(shape) >= AUTO_PAIR_SNR * std:
+                    subsets.append(c.subset)
+                    bins.append(shape)
+                    break
         if not subsets:
             return fm, keep
         n = len(fm.blocks)

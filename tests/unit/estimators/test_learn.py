@@ -268,9 +268,9 @@ def test_the_old_alpha_keyword_still_works_for_one_release_with_a_warning():
 
 def test_a_declared_target_weighs_its_pairs_and_brings_back_coarse_feature_pairs():
     """Issue 39, item 3: with a declared target the (feature, target) pairs weigh as much as the
-    1-way blocks, and feature pairs the rule leaves out at 16 × 16 come back at 8 × 8 where their
-    cells pass the rule there (LR on the decoded points otherwise fits naive Bayes); a schema
-    without targets plans the same map as before. Public inputs only."""
+    1-way blocks, and feature pairs the rule leaves out at 16 × 16 come back at the finest bins
+    from 15 down to 8 where their cells pass the rule (LR on the decoded points otherwise fits
+    naive Bayes); a schema without targets plans the same map as before. Public inputs only."""
     from opendp_sketch.plan import (
         AUTO_TARGET_FEATURE_PAIR_WEIGHT,
         AUTO_TARGET_PAIR_WEIGHT,
@@ -289,7 +289,22 @@ def test_a_declared_target_weighs_its_pairs_and_brings_back_coarse_feature_pairs
     (w1, ones), (wt, held), (wf, rest) = parts(fm)
     assert (w1, wt, wf) == (3.0, AUTO_TARGET_PAIR_WEIGHT, AUTO_TARGET_FEATURE_PAIR_WEIGHT)
     assert held == parts(plain)[1][1]
-    assert rest == [((i, j), (8, 8)) for i in range(4) for j in range(i + 1, 4)]
+    assert rest == [((i, j), (11, 11)) for i in range(4) for j in range(i + 1, 4)]
+    # the finest bins whose average cell passes the rule: 11 does, 12 would not
+    from opendp_sketch.budget import DEFAULT_COUNT_FRACTION, Budget
+    from opendp_sketch.features.marginals import MarginalTables
+    from opendp_sketch.plan import AUTO_PAIR_SNR, weighted_map
+
+    rule = weighted_map(
+        MarginalTables.auto(([0.0] * 5, [1.0] * 5), categorical=[4], fine_bins=16, coarse_bins=16), 2.0
+    )
+    std = Budget.of(0.3, None, None).coordinate_std(
+        rule.sensitivity(1), rule.sensitivity(2), 1.0 - DEFAULT_COUNT_FRACTION
+    )
+    assert 50_000 / 11**2 >= AUTO_PAIR_SNR * std > 50_000 / 12**2
+    # a smaller budget: coarser, down to 8 × 8
+    lower = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=0.2)
+    assert {b.shape for b in lower.maps[2].blocks} == {(9, 9)}
     # too small a budget for 8 × 8 cells: the target pairs only
     low = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=0.05)
     assert [len(m.blocks) for m in low.maps] == [5, 4]
