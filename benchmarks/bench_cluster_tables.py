@@ -13,11 +13,20 @@ the data. The release is the user's call with every default, ``epsilon = 1``:
 * Spark: ``release_sketch(sdf, schema=schema, epsilon=1)`` on a cached DataFrame of
   ``local[2]``.
 
+Two plans, each on every backend: **every default** (on this 5-column table the automatic map
+keeps every pair, so there is nothing to choose), and **a private tree**
+(``pairs="none", pair_selection=0.1``: 1-way marginals plus 4 noisy-max rounds choosing a tree
+of 2-way marginals among the 10 pairs, MST's selection), the plan a wide table gets by default.
+On Spark, the jobs one release runs are counted (a job group), and the floor is timed: the same
+select of the schema's columns through ``mapInArrow`` with a Python function that only counts the
+rows it receives (Spark reading the cached partitions and handing them to Python as Arrow).
+
 Each backend is timed ``--repeats`` times (median); data loading, cluster start-up, persisting
 and caching are not timed. Exactness: the three backends' table transformations
 (``make_sum_and_count`` on ``table_domain(schema)``, ``dask_table_domain(schema)`` and
 ``spark_table_domain(schema)``, which dispatches to each backend's table pair) must give the
-same integer sums and counts for the release's automatic map; noisy releases are never compared. The decoded answers of each
+same integer sums and counts for the release's automatic map and for every block the tree could
+choose; noisy releases are never compared. The decoded answers of each
 backend's release are compared with the table's true shares and means (one release each).
 
 Writes ``benchmarks/results/bench_cluster_tables.md`` and ``.csv``.
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import csv
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lib as C  # noqa: E402
 
 NAME = "bench_cluster_tables"
+#: the plans timed: the user's call with every default, and MST's private tree of pairs
+PLANS = {"every default": {}, "private tree": {"pairs": "none", "pair_selection": 0.1}}
+FLOOR = "floor: rows to Python only"
 SEED = 20261128
 EPS = 1.0
 COLUMNS = {
@@ -113,6 +126,28 @@ def answers(sk) -> dict[str, float]:
     return out
 
 
+def _count_rows(batches):
+    """A mapInArrow function that only counts rows: Spark's cost of handing the rows to Python."""
+    import pyarrow as pa
+
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+    yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+
+def spark_jobs(spark, fn) -> int:
+    """The Spark jobs ``fn()`` runs (a job group of its own)."""
+    context = spark.sparkContext
+    group = f"opendp-sketch-bench-{time.monotonic_ns()}"
+    context.setJobGroup(group, "one release")
+    try:
+        fn()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return len(context.statusTracker().getJobIdsForGroup(group))
+
+
 def main() -> None:
     copies_arg = C.pop_positive_int(sys.argv, "--copies")
     args = C.parse_args(__doc__.splitlines()[0])
@@ -134,29 +169,44 @@ def main() -> None:
     n = frame.height
     schema = dps.Schema.from_dict({"columns": COLUMNS, "rows": int(float(f"{n:.2g}"))})
     fm = dps.auto_feature_map(schema, epsilon=EPS)
+    # every block the private tree could measure: the 1-way blocks and the 10 candidate pairs
+    tree_blocks = dps.Plan(schema, epsilon=EPS, **PLANS["private tree"]).table_blocks()[1]  # type: ignore[arg-type]
+    maps = {"automatic map": fm, "tree's blocks": tree_blocks}
     truth = truths(frame)
     info = C.machine_info()
     info["dask / distributed"] = f"{dask.__version__} / {distributed.__version__}"
     info["pyspark"] = pyspark.__version__
     warmup = 0 if not args.quick else 1
-    times: dict[str, list[float]] = {}
-    exact: dict[str, tuple[list[int], int]] = {}
-    errors: dict[str, float] = {}
-    trees: dict[str, int] = {}
+    times: dict[tuple[str, str], list[float]] = {}
+    exact: dict[tuple[str, str], tuple[list[int], int]] = {}
+    errors: dict[tuple[str, str], float] = {}
+    trees: dict[tuple[str, str], int] = {}
+    jobs: dict[str, int] = {}
 
-    def timed(backend: str, release) -> None:
-        C.progress(f"{backend}: {args.repeats} releases")
+    def timed(backend: str, plan: str, data) -> None:
+        C.progress(f"{backend}, {plan}: {args.repeats} releases")
         C.wait_for_quiet(args.wait_quiet)
         last: list = []
-        times[backend] = C.time_repeats(lambda: last.append(release()), args.repeats, warmup)
-        sk = last[-1]
-        trees[backend] = len(sk.privacy.get("pair_selection", {}).get("pairs", []))
-        got = answers(sk)
-        errors[backend] = float(np.mean([abs(got[k] - truth[k]) / max(abs(truth[k]), 1e-12) for k in truth]))
 
-    timed("in memory", lambda: dps.release_sketch(frame, schema=schema, epsilon=EPS))
-    s, count = dps.make_sum_and_count(table_domain(schema), dp.symmetric_distance(), fm)(frame)
-    exact["in memory"] = ([int(v) for v in s], int(count))
+        def release():
+            return dps.release_sketch(data, schema=schema, epsilon=EPS, **PLANS[plan])
+
+        times[backend, plan] = C.time_repeats(lambda: last.append(release()), args.repeats, warmup)
+        sk = last[-1]
+        trees[backend, plan] = len(sk.privacy.get("pair_selection", {}).get("pairs", []))
+        got = answers(sk)
+        errors[backend, plan] = float(
+            np.mean([abs(got[k] - truth[k]) / max(abs(truth[k]), 1e-12) for k in truth])
+        )
+
+    def sums(backend: str, domain, data) -> None:
+        for label, m in maps.items():
+            s, count = dps.make_sum_and_count(domain, dp.symmetric_distance(), m)(data)
+            exact[backend, label] = ([int(v) for v in s], int(count))
+
+    for plan in PLANS:
+        timed("in memory", plan, frame)
+    sums("in memory", table_domain(schema), frame)
 
     C.progress("starting LocalCluster(n_workers=2, threads_per_worker=1)")
     pdf = frame.to_pandas()
@@ -168,81 +218,122 @@ def main() -> None:
     ):
         ddf = client.persist(dd.from_pandas(pdf, npartitions=max(2, copies)))
         distributed.wait(ddf)
-        timed("Dask", lambda: dps.release_sketch(ddf, schema=schema, epsilon=EPS))
-        s, count = dps.make_sum_and_count(dask_table_domain(schema), dp.symmetric_distance(), fm)(ddf)
-        exact["Dask"] = ([int(v) for v in s], int(count))
+        for plan in PLANS:
+            timed("Dask", plan, ddf)
+        sums("Dask", dask_table_domain(schema), ddf)
 
     C.progress("starting Spark local[2]")
     spark = C.local_spark("opendp-sketch-bench-tables")
     try:
+        from pyspark.sql import functions as F
+
         sdf = spark.createDataFrame(frame.to_arrow()).repartition(max(2, copies)).cache()
         assert sdf.count() == n
-        timed("Spark", lambda: dps.release_sketch(sdf, schema=schema, epsilon=EPS))
-        s, count = dps.make_sum_and_count(spark_table_domain(schema), dp.symmetric_distance(), fm)(sdf)
-        exact["Spark"] = ([int(v) for v in s], int(count))
+        for plan in PLANS:
+            timed("Spark", plan, sdf)
+            jobs[plan] = spark_jobs(
+                spark, lambda plan=plan: dps.release_sketch(sdf, schema=schema, epsilon=EPS, **PLANS[plan])
+            )
+        sums("Spark", spark_table_domain(schema), sdf)
+        # the floor: the release's select of the schema's columns, a Python function reading nothing
+        cols = [F.col(c) for c in COLUMNS]
+        C.progress(f"Spark, {FLOOR}")
+        times["Spark", FLOOR] = C.time_repeats(
+            lambda: sdf.select(*cols).mapInArrow(_count_rows, "rows long").collect(), args.repeats, warmup
+        )
     finally:
         spark.stop()
 
-    equal = exact["Spark"] == exact["in memory"] == exact["Dask"]
-    base = C.median(times["in memory"])
+    equal = all(exact["Spark", m] == exact["in memory", m] == exact["Dask", m] for m in maps)
+    floor = C.median(times["Spark", FLOOR])
     rows, records = [], []
-    for backend in ("in memory", "Dask", "Spark"):
-        med = C.median(times[backend])
-        rows.append(
-            [
-                backend,
-                C.fmt(med),
-                " / ".join(C.fmt(t) for t in times[backend]),
-                C.fmt(med / base),
-                C.fmt(med / n * 1e6),
-                str(trees[backend]),
-                C.fmt(errors[backend]),
-            ]
-        )
-        records.append(
-            {
-                "backend": backend,
-                "rows": n,
-                "median_s": med,
-                "runs_s": " ".join(f"{t:.3f}" for t in times[backend]),
-                "ratio_in_memory": med / base,
-                "tree_pairs": trees[backend],
-                "answers_mre": errors[backend],
-                "sums_equal": equal,
-            }
-        )
+    for plan in PLANS:
+        base = C.median(times["in memory", plan])
+        for backend in ("in memory", "Dask", "Spark"):
+            med = C.median(times[backend, plan])
+            rows.append(
+                [
+                    plan,
+                    backend,
+                    C.fmt(med),
+                    " / ".join(C.fmt(t) for t in times[backend, plan]),
+                    C.fmt(med / base),
+                    str(jobs[plan]) if backend == "Spark" else "",
+                    C.fmt(med / n * 1e6),
+                    str(trees[backend, plan]),
+                    C.fmt(errors[backend, plan]),
+                ]
+            )
+            records.append(
+                {
+                    "plan": plan,
+                    "backend": backend,
+                    "rows": n,
+                    "median_s": med,
+                    "runs_s": " ".join(f"{t:.3f}" for t in times[backend, plan]),
+                    "ratio_in_memory": med / base,
+                    "spark_jobs": jobs[plan] if backend == "Spark" else None,
+                    "tree_pairs": trees[backend, plan],
+                    "answers_mre": errors[backend, plan],
+                    "sums_equal": equal,
+                }
+            )
+    records.append(
+        {
+            "plan": FLOOR,
+            "backend": "Spark",
+            "rows": n,
+            "median_s": floor,
+            "runs_s": " ".join(f"{t:.3f}" for t in times["Spark", FLOOR]),
+            "ratio_in_memory": floor / C.median(times["in memory", "every default"]),
+            "spark_jobs": 1,
+            "tree_pairs": None,
+            "answers_mre": None,
+            "sums_equal": None,
+        }
+    )
     od = C.out_dir(args)
     with open(od / f"{NAME}.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
+    cells = {label: len(exact["in memory", label][0]) for label in maps}
     body = f"""## Setting
 
 `AER::CPSSW8` × {copies} (n = {n:,} rows; every copy's earnings scaled by a seeded factor in
 [0.95, 1.05] and ages shifted by −1, 0 or +1 inside the range; 0.5 % of each label column set to
 null, read as a category of its own). Schema: earnings on [0, 100] (log scale), age on [16, 99]
 and education on [0, 20] as integers, region and gender as text labels; public row estimate
-{schema.rows:,}. Every default: `release_sketch(data, schema=schema, epsilon={EPS})` (the automatic
-map, its bin rule and, where it pays, a private tree of pairs). {args.repeats} timed releases per
-backend ({warmup} untimed warm-up), median. Dask: `LocalCluster(n_workers=2, threads_per_worker=1)`,
-{max(2, copies)} pandas partitions persisted on the workers; Spark: `local[2]`, the DataFrame
-cached in {max(2, copies)} partitions. Not timed: loading, start-up, persisting, caching.
+{schema.rows:,}. Two plans, `release_sketch(data, schema=schema, epsilon={EPS}, ...)`:
+
+* **every default**: the automatic map and its pair rule (on 5 columns at this row count every
+  pair is kept, so nothing is chosen privately);
+* **private tree**: `pairs="none", pair_selection=0.1` — the 1-way marginals plus a tree of 2-way
+  marginals chosen privately among the 10 pairs (4 noisy-max rounds, MST's selection, 10 % of the
+  budget), the plan a wide table gets by default.
+
+{args.repeats} timed releases per backend and plan ({warmup} untimed warm-up), median. Dask:
+`LocalCluster(n_workers=2, threads_per_worker=1)`, {max(2, copies)} pandas partitions persisted on the
+workers; Spark: `local[2]`, the DataFrame cached in {max(2, copies)} partitions. Not timed: loading,
+start-up, persisting, caching. *Spark jobs* counts the jobs of one more (untimed) release (a job
+group): each job is one pass over the cached DataFrame.
 
 ## Result
 
-{C.md_table(["backend", "median s", "all runs s", "time ÷ in memory", "µs per row", "tree pairs chosen", "answers: mean relative error (†)"], rows)}
+{C.md_table(["plan", "backend", "median s", "all runs s", "time ÷ in memory", "Spark jobs per release", "µs per row", "tree pairs chosen", "answers: mean relative error (†)"], rows)}
 
-**Exact integer sums equal** (in memory = Dask = Spark, counts {n:,}, the automatic map's
-{fm.num_features} cells): {"yes" if equal else "**NO**"}.
+**Spark's floor:** the release's select of the schema's 5 columns through `mapInArrow` with a
+Python function that only counts the rows it receives: {C.fmt(floor)} s (runs
+{" / ".join(C.fmt(t) for t in times["Spark", FLOOR])}), {C.fmt(floor / n * 1e6)} µs per row, i.e.
+{C.fmt(floor / C.median(times["in memory", "every default"]))}× the in-memory default release: the cost of reading the cached
+partitions and handing them to the Python workers as Arrow batches, once per job.
 
-(†) One release per backend (the last timed one), decoded by `dps.M2M(sketch)`: mean relative
-error over the 6 label shares (nulls excluded) and the mean age and education, against the
-table's true values. Each release draws its own noise, so the three differ by noise alone.
+**Exact integer sums equal** (in memory = Dask = Spark, counts {n:,}; the automatic map's
+{cells["automatic map"]} cells and the {cells["tree's blocks"]} cells of every block the tree could choose): {"yes" if equal else "**NO**"}.
 
-Passes over the data per release: in memory, the curator's check (dtypes, then nulls, ±inf and
-unknown labels the schema's rules do not cover) and the release; on Dask and Spark, {"one (the exact sum and the problem counts together, refused on the client before the noise is drawn)" if trees["in memory"] == 0 else "three (the check, the candidate pairs' exact counts for the private tree, the release)"}.
-On Spark each pass converts the cached partitions to Arrow and hands them to
-the Python workers, which read them as Polars frames and encode them with the schema.
+(†) One release per backend and plan (the last timed one), decoded by `dps.M2M(sketch)`: mean
+relative error over the 6 label shares (nulls excluded) and the mean age and education, against the
+table's true values. Each release draws its own noise, so they differ by noise alone.
 """
     C.write_report(
         od / f"{NAME}.md",

@@ -48,6 +48,7 @@ from .plan import (
     auto_feature_map,
     schema_targets,
     tree_ratio,
+    tree_rounds,
     warn_if_tree_is_noise,
 )
 from .schema import Schema
@@ -378,7 +379,11 @@ def prepare_table_release(
         return PreparedRelease(meas, frame, smallest, rows, 2)
     fm, full, keep, selection = plan.table_blocks() if blocks is None else blocks
     count_fraction = check_release_arguments(fm, contributions, plan.count_fraction)
-    frame, domain, rows = _checked_table(data, schema, backend)
+    gather = None
+    if selection is not None and full is not None and backend is not None and backend.gather_table:
+        # a choice to make: the backend sums every block it could take in its checking pass
+        gather = full.take(sorted({*keep, *tree_rounds(full, keep)[0]}))
+    frame, domain, rows = _checked_table(data, schema, backend, gather, n_jobs)
     if selection is not None:
         meas, fm, rounds = make_spanning_sketch(
             domain,
@@ -510,15 +515,25 @@ def _release_measured(
         return release_once(meas, frame, budget, contributions)
 
 
-def _checked_table(data: Any, schema: Schema, backend: Backend | None) -> tuple[Any, dp.Domain, int]:
+def _checked_table(
+    data: Any,
+    schema: Schema,
+    backend: Backend | None,
+    gather: FeatureMap | None = None,
+    n_jobs: int | None = None,
+) -> tuple[Any, dp.Domain, int]:
     """The curator's side of a schema release, before any measurement is built: the table
     checked by its backend (dtypes, then one pass refusing nulls, ±inf and unknown labels the
-    rules do not cover), its domain and its row count (never released)."""
+    rules do not cover; a backend with ``gather_table`` also sums every block of ``gather`` in
+    that pass), its domain and its row count (never released)."""
     if backend is None:
         frame, rows = check_local_table(data, schema)
         return frame, local_table_domain(schema), rows
     assert backend.check_table is not None and backend.table_domain is not None
-    value, rows = backend.check_table(data, schema)
+    if gather is not None and backend.gather_table is not None:
+        value, rows = backend.gather_table(data, schema, gather, 1 if n_jobs is None else n_jobs)
+    else:
+        value, rows = backend.check_table(data, schema)
     return value, backend.table_domain(schema), rows
 
 

@@ -13,7 +13,9 @@ backend.
 The two cluster backends compute in **one pass**: their table checks read only the
 collection's schema (:attr:`Backend.check_types`), and the pass that computes the pair also
 counts the values the public rules do not cover (:attr:`Backend.compute_table`,
-:attr:`Backend.compute_box`), refused on the client before the noise is drawn.
+:attr:`Backend.compute_box`), refused on the client before the noise is drawn. A schema release with a
+private choice (a tree of pairs) reads the data once where the backend can gather every block
+the choice could take in the checking pass (:attr:`Backend.gather_table`: Spark).
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ class Backend:
     check_table: Callable[[Any, Any], tuple[Any, int]] | None = None
     """``(data, schema) → (input, rows)``: the curator's full check of a table, before any
     measurement (a pass over the data); ``input`` is what the measurement reads"""
+    gather_table: Callable[..., tuple[Any, int]] | None = None
+    """``(data, schema, blocks, n_jobs) → (input, rows)``: ``check_table``'s checks and, in the same
+    pass, the exact sums of every block of ``blocks`` (a ``MarginalTables``: all a release with a
+    choice to make could measure), so that release reads the data once; ``input`` is what the
+    measurement reads (``None``: ``check_table``, and each step reads the data again)"""
     check_types: Callable[[Any, Any], None] | None = None
     """``(data, schema)``: the types alone, from the collection's schema (one-pass backends)"""
     compute_table: Callable[..., tuple[Any, int]] | None = None

@@ -454,11 +454,15 @@ def test_schema_release_matches_release_sketch(spark, rng, jobs, spy_release, bu
 
 
 def test_schema_release_chooses_a_tree_on_the_cluster(spark, rng, jobs):
-    """``pair_selection="auto"`` runs MST's choice on Spark too: the check, the candidates'
-    counts, then the release (three jobs), within the budget."""
+    """``pair_selection="auto"`` runs MST's choice on Spark too, within the budget, in **one**
+    job: the check gathers every block the tree could take, and the candidates' counts and the
+    chosen map's sums are read off it (three jobs before: the check, the candidates, the release)."""
+    from opendp_sketch.budget import Budget
+    from opendp_sketch.plan import auto_tree, schema_blocks
+
     schema = dps.Schema({f"x{j}": (0.0, 1.0) for j in range(6)}, rows=40_000)
-    full, keep = dps.release.schema_blocks(schema, epsilon=1.0)
-    assert dps.release.auto_tree(dps.release.Budget.of(epsilon=1.0), full, keep, schema.rows) is not None
+    full, keep = schema_blocks(schema, epsilon=1.0)
+    assert auto_tree(Budget.of(epsilon=1.0), full, keep, schema.rows) is not None
     x = rng.uniform(0, 1, (40_000, 3))
     X = np.column_stack([x, 1 - x])
     ddl = ", ".join(f"x{j} double" for j in range(6))
@@ -467,7 +471,63 @@ def test_schema_release_chooses_a_tree_on_the_cluster(spark, rng, jobs):
     tree = sk.privacy["pair_selection"]["pairs"]
     assert len(tree) == 5 and sk.privacy["epsilon"] <= 1.0
     assert sum(sorted(p) in ([0, 3], [1, 4], [2, 5]) for p in tree) >= 2  # the dependent pairs stand out
-    assert jobs() == 3
+    assert jobs() == 1
+    # the same measurement as in memory: the same noise, the same losses
+    import polars as pl
+
+    ref = dps.release_sketch(pl.DataFrame(X, schema=[f"x{j}" for j in range(6)]), schema=schema, epsilon=1.0)
+    assert sk.noise == ref.noise and sk.feature_map.num_features == ref.feature_map.num_features
+    assert {k: v for k, v in sk.privacy.items() if k != "pair_selection"} == {
+        k: v for k, v in ref.privacy.items() if k != "pair_selection"
+    }
+
+
+def test_a_gathered_pass_gives_the_jobs_exact_pairs_for_every_map_of_its_blocks(spark, rng, jobs):
+    """``gather_spark_table``: one job checks the table and counts every block a tree could take;
+    the Spark pairs of the candidates and of every map a choice could give (weighted, with targets,
+    a weight that is not a power of two) are read off it, integer for integer the jobs' own."""
+    from opendp_sketch.backends.spark import (
+        gather_spark_table,
+        make_spark_table_sum_and_count,
+        spark_table_domain,
+    )
+    from opendp_sketch.plan import tree_rounds, weighted_map
+
+    schema = _mixed_schema(rows=3000)
+    df = spark.createDataFrame(spark.sparkContext.parallelize(_mixed_rows(rng, 3000), 3), _MIXED_DDL)
+    _, full, keep, _ = dps.Plan(schema, epsilon=1.0, pairs="none", pair_selection=0.1).table_blocks()
+    candidates, rounds = tree_rounds(full, keep)
+    assert rounds == 3 and len(candidates) == 6
+    union = full.take(sorted({*keep, *candidates}))
+    handle, n = gather_spark_table(df, schema, union)
+    assert n == 3000 and jobs() == 1
+    chosen = full.take(sorted([*keep, *candidates[1:4]]))
+    maps = [
+        union,
+        full.take(candidates),
+        weighted_map(chosen, 3.0),
+        weighted_map(chosen, 3.0, targets=[2]),
+        dps.Composite([full.take(keep), full.take(candidates[::-1])], weights=[0.3, 1.7]),
+    ]
+    domain = spark_table_domain(schema)
+    for fm in maps:
+        pair = make_spark_table_sum_and_count(domain, dp.symmetric_distance(), fm)
+        before = jobs()
+        s, m = pair(handle)
+        assert jobs() == before  # read off the pass
+        ref = pair(df)  # a job of its own
+        assert jobs() == before + 1 and list(s) == list(ref[0]) and m == ref[1] == 3000
+    # a map with a block the pass did not count, or another kind of map: a job, the same pair
+    three_way = dps.MarginalTables(
+        schema.bounds, subsets=[0, (0, 1, 3)], bins=2, categorical=schema.categorical
+    )
+    for fm in (three_way, dps.Histogram(bounds=schema.bounds, bins=3)):
+        pair = make_spark_table_sum_and_count(domain, dp.symmetric_distance(), fm)
+        before = jobs()
+        s, m = pair(handle)
+        assert jobs() == before + 1 and list(s) == list(pair(df)[0]) and m == 3000
+    with pytest.raises(ValueError, match="must be a MarginalTables"):
+        gather_spark_table(df, schema, dps.Histogram(bounds=schema.bounds, bins=3))
 
 
 def test_schema_refusals_on_the_driver_before_any_release(spark, secret, spy_release, jobs):
