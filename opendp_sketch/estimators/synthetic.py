@@ -599,12 +599,14 @@ class SyntheticDecoder:
 
     # -- moving the points ---------------------------------------------------------------------
     def _marginal_draw(
-        self, X: np.ndarray, w: np.ndarray | list[np.ndarray], j: int, size: int, rng: np.random.Generator
+        self, X: np.ndarray, cdf: np.ndarray, j: int, size: int, rng: np.random.Generator
     ) -> np.ndarray:
-        """Values of column ``j`` drawn from its weighted marginal (``w[j]`` for weights per
-        column), then spread within cells."""
-        vals = X[rng.choice(X.shape[0], size=size, p=w[j] if isinstance(w, list) else w), j]
-        return self._spread(vals, j, rng, 0)
+        """Values of column ``j`` drawn from its weighted marginal, given as the running sums
+        ``cdf`` of the points' weights (:func:`_running`), then spread within cells. The draw is
+        ``rng.choice(n, size, p=w)``'s own (uniforms searched in the normalised running sums),
+        without summing the weights again for every column."""
+        idx = np.minimum(cdf.searchsorted(rng.random(size), side="right"), X.shape[0] - 1)
+        return self._spread(X[idx, j], j, rng, 0)
 
     def _spread(self, vals: np.ndarray, j: int, rng: np.random.Generator, r: int) -> np.ndarray:
         """Redraw values uniformly inside their public cell, or jitter a cell-less column."""
@@ -663,21 +665,21 @@ class SyntheticDecoder:
                 np.bincount(a_x, weights=start[parent], minlength=k_parent),
                 np.bincount(b_x, weights=start[child], minlength=k_child),
             )
-            cum = np.cumsum(cond, axis=1)
-            b = np.minimum((cum[a] < rng.uniform(size=n)[:, None]).sum(axis=1), k_child - 1)
+            b = _draw_rows(cond, a, rng)
+            # the child's value: a starting point of cell b drawn ∝ its weight (uniformly when
+            # the cell's weights are all 0), all points at once on the cells' running sums
             order = np.argsort(b_x, kind="stable")
             edges = np.searchsorted(b_x[order], np.arange(k_child + 1))
-            p = start[child]
-            vals = new[:, child].copy()
-            for cell in np.unique(b):
-                want = np.flatnonzero(b == cell)
-                pool = order[edges[cell] : edges[cell + 1]]
-                if pool.size == 0:
-                    continue
-                pw = p[pool]
-                total = float(pw.sum())
-                pick = rng.choice(pool, size=want.size, p=pw / total if total > 0 else None)
-                vals[want] = X[pick, child]
+            size = np.diff(edges)
+            running = np.concatenate([[0.0], np.cumsum(start[child][order])])
+            total = running[edges[1:]] - running[edges[:-1]]
+            u = rng.uniform(size=n)
+            weighted = np.searchsorted(running, running[edges[b]] + u * total[b], side="right") - 1
+            even = edges[b] + np.floor(u * size[b]).astype(np.int64)
+            at = np.clip(
+                np.where(total[b] > 0, weighted, even), edges[b], np.maximum(edges[b + 1] - 1, edges[b])
+            )
+            vals = np.where(size[b] > 0, X[order[np.minimum(at, order.size - 1)], child], new[:, child])
             new[:, child] = self._spread(vals, child, rng, 0)
 
     def _keep_every_cell(self, X: np.ndarray, rng: np.random.Generator) -> None:
@@ -707,7 +709,8 @@ class SyntheticDecoder:
     ) -> np.ndarray:
         n, d = X.shape
         if r == 1:  # start from the fitted (or released) 1-way marginals: columns drawn independently
-            new = np.column_stack([self._marginal_draw(X, w, j, n, rng) for j in range(d)])
+            cdfs = [_running(v) for v in w] if isinstance(w, list) else [_running(w)] * d
+            new = np.column_stack([self._marginal_draw(X, cdfs[j], j, n, rng) for j in range(d)])
             if isinstance(w, list) and getattr(self, "_forest", None):
                 self._draw_along_forest(new, X, w, rng)  # then children again, given their parent
         else:  # systematic resampling ∝ w: each point is copied about n·w_i times
@@ -718,13 +721,38 @@ class SyntheticDecoder:
             movers = np.flatnonzero(rng.uniform(size=n) < self.move)
             if movers.size and d > 1:
                 cols = rng.integers(0, d, size=movers.size)
+                cdf = _running(np.asarray(w))  # one set of running sums for every column's draw
                 for j in range(d):
                     sel = movers[cols == j]
                     if sel.size:
-                        new[sel, j] = self._marginal_draw(X, w, j, sel.size, rng)
+                        new[sel, j] = self._marginal_draw(X, cdf, j, sel.size, rng)
         # last, so no mover takes them: every public value stays present (maybe at weight 0; a
         # value whose released cell was projected to 0 has no other point) and every cell kept
         for j, values in self.discrete_.items():
             new[: values.size, j] = values[: min(values.size, n)]
         self._keep_every_cell(new, rng)
         return new
+
+
+def _draw_rows(cond: np.ndarray, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One column cell per entry of ``rows``, drawn from ``cond[row]`` (rows of probabilities):
+    one search of the uniforms, each offset by its row index, in the rows' running sums laid end
+    to end (row ``a`` spans ``[a, a + 1]``), instead of a comparison with every cell.
+
+    >>> cond = np.array([[0.0, 1.0], [1.0, 0.0]])
+    >>> _draw_rows(cond, np.array([0, 1, 0]), np.random.default_rng(0)).tolist()
+    [1, 0, 1]
+    """
+    k_rows, k = cond.shape
+    cum = np.cumsum(cond, axis=1)
+    cum /= np.where(cum[:, -1:] > 0, cum[:, -1:], 1.0)
+    flat = (cum + np.arange(k_rows)[:, None]).ravel()
+    u = rng.uniform(size=rows.size)
+    return np.clip(np.searchsorted(flat, rows + u, side="right") - rows * k, 0, k - 1)
+
+
+def _running(w: np.ndarray) -> np.ndarray:
+    """The normalised running sums of weights ``w``, as ``Generator.choice(p=w)`` forms them."""
+    cdf = np.cumsum(w)
+    cdf /= cdf[-1]
+    return cdf
