@@ -21,7 +21,13 @@ wall time and peak extra RSS (``lib.memory.measure_in_child``):
 Targets (issue 40): the streamed release within 300 MB extra at 10⁷ × 10 with text columns;
 the in-memory release within 3× the read's CPU time.
 
-Usage: ``python benchmarks/bench_tall.py [--quick] [--out-dir DIR]`` (``--quick``: 2·10⁵ rows).
+The read's own CPU time moves a lot on a shared machine (0.48–3.14 s between runs), so the
+in-memory ratio is also measured in ``--pairs K`` alternated pairs (read, release, read, release,
+…; each a fresh process), and the target reads the median of the K pair ratios (min and max
+beside it).
+
+Usage: ``python benchmarks/bench_tall.py [--quick] [--out-dir DIR] [--pairs K]`` (``--quick``:
+2·10⁵ rows; ``--pairs`` default 5, 2 with ``--quick``).
 Writes ``benchmarks/results/bench_tall.md``.
 """
 
@@ -108,7 +114,12 @@ STEPS = {
 
 
 def main() -> None:
-    args = C.parse_args(__doc__.splitlines()[0])
+    import argparse
+
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--pairs", type=int, default=None)
+    own, rest = extra.parse_known_args()
+    args = C.parse_args(__doc__.splitlines()[0], rest)
     if args.child is not None:
         C.child_main(args.child, setup, post=lambda cfg, out: int(out))
         return
@@ -124,6 +135,13 @@ def main() -> None:
         for mode in STEPS:
             C.progress(STEPS[mode])
             results[mode] = C.run_child_quietly(__file__, {"path": str(path), "mode": mode}, args)
+        pairs = own.pairs if own.pairs is not None else (2 if args.quick else 5)
+        ratios: list[float] = []
+        for k in range(pairs):  # read and release in turn: a drift of the machine hits both
+            C.progress(f"pair {k + 1} of {pairs}: read, then the in-memory release")
+            read = C.run_child(__file__, {"path": str(path), "mode": "read"})
+            memory = C.run_child(__file__, {"path": str(path), "mode": "memory"})
+            ratios.append(memory["cpu_s"] / read["cpu_s"])
     finally:
         shutil.rmtree(root, ignore_errors=True)
     read_cpu = results["read"]["cpu_s"]
@@ -139,10 +157,15 @@ def main() -> None:
         for m, r in results.items()
     ]
     stream_mb = results["stream"]["peak_extra_mb"]
-    memory_ratio = results["memory"]["cpu_s"] / read_cpu
+    memory_ratio = float(np.median(ratios)) if ratios else results["memory"]["cpu_s"] / read_cpu
+    spread = f" (min {min(ratios):.2f}×, max {max(ratios):.2f}×, {len(ratios)} pairs)" if ratios else ""
     targets = [
         ["streamed release ≤ 300 MB extra", f"{stream_mb:,.0f} MB", str(stream_mb <= 300)],
-        ["in-memory release ≤ 3× `pl.read_parquet` CPU", f"{memory_ratio:.2f}×", str(memory_ratio <= 3)],
+        [
+            "in-memory release ≤ 3× `pl.read_parquet` CPU (median of alternated pairs)",
+            f"{memory_ratio:.2f}×{spread}",
+            str(memory_ratio <= 3),
+        ],
     ]
     body = "\n".join(
         [
@@ -158,7 +181,12 @@ def main() -> None:
             "",
             "```json",
             json.dumps(
-                {m: {k: r[k] for k in ("cpu_s", "time_s", "peak_extra_mb")} for m, r in results.items()}
+                {
+                    **{
+                        m: {k: r[k] for k in ("cpu_s", "time_s", "peak_extra_mb")} for m, r in results.items()
+                    },
+                    "pair_ratios": ratios,
+                }
             ),
             "```",
         ]
