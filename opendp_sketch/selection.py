@@ -123,7 +123,7 @@ def make_independence_scores(
     of a selection reads the data once: a release builds a new ``memo``, and the transformation
     returns the same scores for the same data either way.
     """
-    chosen = np.array([int(i) for i in subset], dtype=np.int64)
+    chosen = np.asarray(subset, dtype=np.int64).reshape(-1)  # one conversion, not one per pair
 
     def scores(data: Any) -> np.ndarray:
         if memo.get("data") is not data:
