@@ -16,6 +16,10 @@ combined sum is identical to ``feature_map.fixed_sum`` of the clipped rows in on
 whatever the partitioning; the stability (``d_in · Δ_p``) is the one of
 :func:`~opendp_sketch.make_feature_sum`.
 
+A schema release with a private choice (MST's tree of pairs) is one job too
+(:func:`gather_spark_table`): the checking job counts every block the choice could take, and the
+candidates' counts and the chosen map's sums are read off its exact integers.
+
 The feature map travels to the executors as its :meth:`~opendp_sketch.FeatureMap.to_dict` JSON
 and is rebuilt there by :func:`~opendp_sketch.features.feature_map_from_dict` (which checks the
 fingerprint of the regenerated random draws); no feature map object is pickled.
