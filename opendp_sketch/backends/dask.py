@@ -13,6 +13,11 @@ combined sum is identical to ``feature_map.fixed_sum`` of the clipped rows in on
 whatever the partitioning; the stability (``d_in · Δ_p``) is the one of
 :func:`~opendp_sketch.make_feature_sum`.
 
+A schema release with a private choice (MST's tree of pairs) is one pass too
+(:func:`gather_dask_table`): the checking pass counts every block the choice could take, and the
+candidates' counts and the chosen map's sums are read off its exact integers
+(:mod:`opendp_sketch.backends.gathered`).
+
 Dask is an optional dependency (``pip install opendp-sketch[dask]``): it is imported only when a
 function here needs it.
 """
@@ -33,6 +38,7 @@ from .._validate import check_bounds
 from ..features.base import FeatureMap, feature_map_from_dict
 from ..schema import Schema, sum_problems
 from .domains import DaskBoxDomain, DaskTableDomain, table_descriptor
+from .gathered import check_gather_map, gathered_keys, gathered_pair, remember_gathered
 from .memory import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 from .protocol import Backend, register_backend
 
@@ -49,6 +55,7 @@ __all__ = [
     "check_dask_table",
     "check_dask_table_types",
     "table_sum_and_count_dask",
+    "gather_dask_table",
 ]
 
 
@@ -488,10 +495,13 @@ def make_dask_table_sum_and_count(
     )
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
     portable = feature_map_from_dict(feature_map.to_dict())
-    schema = desc.schema
-    return pair_transformation(
-        input_domain, input_metric, feature_map, lambda x: _table_sum_and_count(x, portable, schema, n_jobs)
-    )
+    schema, keys = desc.schema, gathered_keys(feature_map)
+
+    def pair(x: Any) -> tuple[np.ndarray, int]:
+        gathered = gathered_pair(x, keys, schema)  # a pass gather_dask_table ran for x, if any
+        return gathered if gathered is not None else _table_sum_and_count(x, portable, schema, n_jobs)
+
+    return pair_transformation(input_domain, input_metric, feature_map, pair)
 
 
 def check_dask_table_types(data: Any, schema: Schema) -> None:
@@ -535,6 +545,40 @@ def check_dask_table(data: Any, schema: Schema) -> int:
     return rows
 
 
+def gather_dask_table(
+    data: Any, schema: Schema, feature_map: FeatureMap, n_jobs: int | None = 1
+) -> tuple[Any, int]:
+    """The curator's checks of a Dask DataFrame under a schema (:func:`check_dask_table`) and,
+    in the **same** pass over the partitions, the exact cell counts of every block of
+    ``feature_map`` (a :class:`~opendp_sketch.MarginalTables`: every block a release with a choice
+    to make could measure, e.g. the kept blocks and the candidate pairs of a private tree). Returns
+    what the release's measurement reads — the same collection as an object of its own
+    (``data.copy()``: the same graph, no data copied), whose Dask pairs
+    (:func:`make_dask_table_sum_and_count`) of any map made of those blocks, weighted or not, are
+    read off this pass instead of computing the partitions again — and the row count (never
+    released).
+
+    The pairs are the same function of the rows either way: every cell count is exact, and a
+    map's block sums are its cells' counts times the integer each cell adds per row
+    (:mod:`opendp_sketch.backends.gathered`). So the candidates' counts, the noisy-max choices and
+    the chosen map's sums of one release all read one pass over one set of rows.
+
+    :raises ValueError: as :func:`check_dask_table` (types, problems, an empty table), naming
+        columns and never a data value, or for a map that is not a ``MarginalTables``
+    """
+    blocks = check_gather_map(feature_map)
+    check_dask_table_types(data, schema)
+    found: dict[str, Any] = {}
+    portable = feature_map_from_dict(blocks.to_dict())
+    sums, rows = _table_sum_and_count(data, portable, schema, n_jobs, found)
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    schema.refuse(found["problems"])
+    handle = data.copy()  # the same rows (the same graph), an object of this release's own
+    remember_gathered(handle, schema, blocks, sums, rows)
+    return handle, rows
+
+
 def _box_domain(bounds: Any, names: Sequence[str] | None, num_columns: int, nan: bool) -> dp.Domain:
     return dask_box_domain(bounds, num_columns=num_columns, column_names=names, nan=nan, inf=False)
 
@@ -552,6 +596,7 @@ DASK = Backend(
     accepts=lambda data: _is_dask_array(data) or _is_dask_frame(data),
     table_domain=dask_table_domain,
     check_table=_check_table,
+    gather_table=gather_dask_table,
     check_types=check_dask_table_types,
     compute_table=table_sum_and_count_dask,
     box_names=check_dask_collection,

@@ -15,7 +15,8 @@ collection's schema (:attr:`Backend.check_types`), and the pass that computes th
 counts the values the public rules do not cover (:attr:`Backend.compute_table`,
 :attr:`Backend.compute_box`), refused on the client before the noise is drawn. A schema release with a
 private choice (a tree of pairs) reads the data once where the backend can gather every block
-the choice could take in the checking pass (:attr:`Backend.gather_table`: Spark).
+the choice could take in the checking pass (:attr:`Backend.gather_table`: Dask and Spark;
+:mod:`opendp_sketch.backends.gathered`).
 """
 
 from __future__ import annotations

@@ -35,9 +35,8 @@ import functools
 import json
 import os
 import sys
-import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 import opendp.prelude as dp
@@ -46,10 +45,9 @@ from opendp.extras._utilities import to_then
 from .._fixed import Accumulator
 from .._validate import check_bounds
 from ..features.base import FeatureMap, feature_map_from_dict
-from ..features.composite import Composite
-from ..features.marginals import MarginalTables
 from ..schema import Schema, sum_problems
 from .domains import SparkBoxDomain, SparkTableDomain, table_descriptor
+from .gathered import check_gather_map, gathered_keys, gathered_pair, remember_gathered
 from .memory import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 from .protocol import Backend, register_backend
 
@@ -634,10 +632,10 @@ def make_spark_table_sum_and_count(
     )
     spec, schema_spec, m = _portable(feature_map), json.dumps(desc.schema.to_dict()), feature_map.num_features
     names = list(desc.schema.data_columns)
-    keys = _gathered_keys(feature_map)
+    keys, schema = gathered_keys(feature_map), desc.schema
 
     def pair(x: Any) -> tuple[np.ndarray, int]:
-        gathered = _gathered_pair(x, keys)
+        gathered = gathered_pair(x, keys, schema)
         return (
             gathered if gathered is not None else _table_sum_and_count(x, names, spec, schema_spec, m, n_jobs)
         )
@@ -708,80 +706,6 @@ def check_spark_table(data: Any, schema: Schema) -> int:
 # -- one pass for a release with a choice to make (a private tree of pairs) -------------------
 
 
-class _Gathered(NamedTuple):
-    """What one pass found: the exact cell counts of every block of a marginal map, by
-    :func:`_block_keys`, and the row count."""
-
-    cells: dict[tuple[Any, ...], np.ndarray]
-    rows: int
-
-
-#: the passes of :func:`gather_spark_table`, by the DataFrame it returned (held only while that
-#: DataFrame lives: one release's measurement)
-_GATHERED: weakref.WeakKeyDictionary[Any, _Gathered] = weakref.WeakKeyDictionary()
-
-
-def _block_keys(fm: MarginalTables) -> list[tuple[Any, ...]]:
-    """One key per block of ``fm`` naming its cells exactly: the map's box and categorical codes,
-    then the block's columns (in its axes' order), bins and cut points. Blocks with equal keys put
-    every row in the same cell (:meth:`MarginalTables.cells` reads nothing else)."""
-    box = (tuple(fm.lower.tolist()), tuple(fm.upper.tolist()), tuple(sorted(fm.categories.items())))
-    return [(box, b.subset, b.shape, b.cuts) for b in fm.blocks]
-
-
-def _gathered_keys(fm: FeatureMap) -> list[tuple[list[tuple[Any, ...]], int]] | None:
-    """``fm`` as marginal blocks and the integer each of their cells adds per row, so its exact
-    sum can be read off a gathered pass: a :class:`MarginalTables` (1 per row in its cell), or a
-    :class:`~opendp_sketch.Composite` of them (a part's integers are ``⌊qᵢ·Mᵢ/2^tᵢ⌋`` of one-hot
-    ``qᵢ``, so ``cᵢ·qᵢ`` with ``cᵢ`` its integer for a 1, read off one public row and checked on
-    it). ``None`` for any other map. Public inputs only."""
-    if isinstance(fm, MarginalTables):
-        return [(_block_keys(fm), 1)]
-    if not isinstance(fm, Composite) or not all(isinstance(b.feature_map, MarginalTables) for b in fm.blocks):
-        return None
-    row = np.zeros((1, fm.input_dim))
-    whole = fm.fixed_features(row)[0]
-    parts = []
-    for b in fm.blocks:
-        inner = b.feature_map
-        assert isinstance(inner, MarginalTables)
-        ones = inner.fixed_features(row)[0]
-        part = whole[b.offset : b.offset + b.size]
-        c = int(part[int(np.argmax(ones))])
-        if not np.array_equal(part, c * ones):  # not expected: a part that is not a multiple
-            return None
-        parts.append((_block_keys(inner), c))
-    return parts
-
-
-def _gathered_pair(
-    data: Any, keys: list[tuple[list[tuple[Any, ...]], int]] | None
-) -> tuple[np.ndarray, int] | None:
-    """The exact pair of the map of ``keys`` read off the pass gathered for ``data``, saturated
-    as a job's totals are (:meth:`Accumulator.clipped`); ``None`` when ``data`` has no gathered
-    pass or the pass lacks a block (the caller then runs the job). Never raises."""
-    if keys is None:
-        return None
-    try:
-        gathered = _GATHERED.get(data)
-    except TypeError:  # not weakly referable: not a DataFrame a pass returned
-        return None
-    if gathered is None:
-        return None
-    parts = []
-    for block_keys, c in keys:
-        for key in block_keys:
-            cells = gathered.cells.get(key)
-            if cells is None:
-                return None
-            if cells.size and int(cells.max()) > I64_MAX // max(1, c):  # exact, then saturated
-                cells = np.array([min(c * int(v), I64_MAX) for v in cells], dtype=np.int64)
-            else:
-                cells = cells * c
-            parts.append(cells)
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), gathered.rows
-
-
 def gather_spark_table(
     data: Any, schema: Schema, feature_map: FeatureMap, n_jobs: int = 1
 ) -> tuple[Any, int]:
@@ -801,21 +725,15 @@ def gather_spark_table(
     :raises ValueError: as :func:`check_spark_table` (types, problems, an empty table), naming
         columns and never a data value, or for a map that is not a :class:`MarginalTables`
     """
-    if not isinstance(feature_map, MarginalTables):
-        raise ValueError(
-            f"feature_map ({feature_map!r}) must be a MarginalTables map of the blocks to gather"
-        )
+    blocks = check_gather_map(feature_map)
     check_spark_table_types(data, schema)
     found: dict[str, Any] = {}
-    sums, rows = table_sum_and_count_spark(data, spark_table_domain(schema), feature_map, n_jobs, found)
+    sums, rows = table_sum_and_count_spark(data, spark_table_domain(schema), blocks, n_jobs, found)
     if rows == 0:
         raise ValueError("data is empty (0 rows)")
     schema.refuse(found["problems"])
     handle = data.select("*")  # the same rows (and cached data), an object of this release's own
-    cells = {
-        k: sums[b.offset : b.offset + b.size] for k, b in zip(_block_keys(feature_map), feature_map.blocks)
-    }
-    _GATHERED[handle] = _Gathered(cells, rows)
+    remember_gathered(handle, schema, blocks, sums, rows)
     return handle, rows
 
 

@@ -325,24 +325,125 @@ def test_schema_release_matches_release_sketch_in_one_pass(rng, spy_release, bud
     assert dps.M2M(sk, seed=0).shares("cut")["cut"].to_list() == ["Fair", "Good", "Ideal", None]
 
 
-def test_schema_release_chooses_a_tree_in_two_passes_after_the_check(rng, monkeypatch):
+@pytest.fixture
+def passes(monkeypatch):
+    """Counts the passes over the data: every ``dask.compute`` the backend runs, and the
+    partition tasks it computes (the checks' and the sums')."""
+    computes, tasks = [], []
+    real_compute = dask.compute
+
+    def compute(*args, **kwargs):
+        computes.append(1)
+        return real_compute(*args, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", compute)
+    for name in ("_partition_table_stats", "_partition_problems"):
+        real = getattr(dsk, name)
+        monkeypatch.setattr(
+            dsk, name, lambda block, config, real=real: tasks.append(1) or real(block, config)
+        )
+    return computes, tasks
+
+
+def test_schema_release_chooses_a_tree_in_one_pass(rng, passes, secret, spy_release):
+    """``pair_selection="auto"`` runs MST's choice on Dask, within the budget, in **one** pass:
+    the check gathers every block the tree could take, and the candidates' counts and the chosen
+    map's sums are read off it (three passes before: the check, the candidates, the release)."""
     dd = pytest.importorskip("dask.dataframe")
     pd = pytest.importorskip("pandas")
     schema = dps.Schema({f"x{j}": (0.0, 1.0) for j in range(6)}, rows=40_000)
     x = rng.uniform(0, 1, (40_000, 3))
     frame = pd.DataFrame(np.column_stack([x, 1 - x]), columns=schema.columns)
-    passes = []
-    real = dsk._partition_table_stats
-
-    def counted(block, config):
-        passes.append(1)
-        return real(block, config)
-
-    monkeypatch.setattr(dsk, "_partition_table_stats", counted)
+    computes, tasks = passes
     sk = dps.release_sketch(dd.from_pandas(frame, npartitions=4), schema=schema, epsilon=1.0)
     tree = sk.privacy["pair_selection"]["pairs"]
-    assert len(tree) == 5 and sk.privacy["epsilon"] <= 1.0 and len(passes) == 8  # candidates, release
-    assert sum(sorted(p) in ([0, 3], [1, 4], [2, 5]) for p in tree) >= 2
+    assert len(tree) == 5 and sk.privacy["epsilon"] <= 1.0
+    assert sum(sorted(p) in ([0, 3], [1, 4], [2, 5]) for p in tree) >= 2  # the dependent pairs stand out
+    assert len(computes) == 1 and len(tasks) == 4  # one pass: each partition read once
+    # the same measurement as in memory: the same noise, the same losses
+    ref = dps.release_sketch(frame, schema=schema, epsilon=1.0)
+    assert sk.noise == ref.noise and sk.feature_map.num_features == ref.feature_map.num_features
+    assert {k: v for k, v in sk.privacy.items() if k != "pair_selection"} == {
+        k: v for k, v in ref.privacy.items() if k != "pair_selection"
+    }
+    # an explicit pair_selection, as the benchmarks' private-tree plan: one pass too
+    computes.clear()
+    tasks.clear()
+    sk = dps.release_sketch(
+        dd.from_pandas(frame, npartitions=4), schema=schema, epsilon=1.0, pairs="none", pair_selection=0.1
+    )
+    assert len(sk.privacy["pair_selection"]["pairs"]) == 5 and len(computes) == 1 and len(tasks) == 4
+    # the gathering pass refuses what the schema's rules do not cover, before any measurement
+    spy_release.clear()
+    bad = frame.head(100).copy()
+    bad.iloc[7, 2] = np.nan
+    bad.iloc[9, 4] = secret
+    with pytest.raises(ValueError, match="nulls") as err:
+        dps.release_sketch(
+            dd.from_pandas(bad, npartitions=2), schema=schema, epsilon=1.0, pairs="none", pair_selection=0.1
+        )
+    assert str(secret) not in str(err.value) and spy_release == []
+
+
+def test_a_gathered_pass_gives_the_exact_pairs_of_every_map_of_its_blocks(rng, passes):
+    """``gather_dask_table``: one pass checks the table and counts every block a tree could take;
+    the Dask pairs of the candidates and of every map a choice could give (weighted, with targets,
+    a weight that is not a power of two) are read off it, integer for integer the passes' own."""
+    import gc
+
+    dd = pytest.importorskip("dask.dataframe")
+    from opendp_sketch.backends import gathered
+    from opendp_sketch.plan import tree_rounds, weighted_map
+
+    frame, schema = _mixed(rng, 3000)
+    df = dd.from_pandas(frame, npartitions=3)
+    _, full, keep, _ = dps.Plan(schema, epsilon=1.0, pairs="none", pair_selection=0.1).table_blocks()
+    candidates, rounds = tree_rounds(full, keep)
+    assert rounds == 3 and len(candidates) == 6
+    union = full.take(sorted({*keep, *candidates}))
+    computes, tasks = passes
+    handle, n = dsk.gather_dask_table(df, schema, union)
+    assert n == 3000 and len(computes) == 1 and len(tasks) == 3
+    assert dsk.dask_table_domain(schema).member(handle)
+    chosen = full.take(sorted([*keep, *candidates[1:4]]))
+    maps = [
+        union,
+        full.take(candidates),
+        weighted_map(chosen, 3.0),
+        weighted_map(chosen, 3.0, targets=[2]),
+        dps.Composite([full.take(keep), full.take(candidates[::-1])], weights=[0.3, 1.7]),
+    ]
+    domain = dsk.dask_table_domain(schema)
+    for fm in maps:
+        pair = dsk.make_dask_table_sum_and_count(domain, dp.symmetric_distance(), fm)
+        before = len(computes)
+        s, m = pair(handle)
+        assert len(computes) == before  # read off the pass
+        ref = pair(df)  # a pass of its own
+        assert len(computes) == before + 1 and list(s) == list(ref[0]) and m == ref[1] == 3000
+    # a map with a block the pass did not count, another kind of map, or another schema's
+    # encoding of the same columns: a pass, the same pair as on the collection itself
+    three_way = dps.MarginalTables(
+        schema.bounds, subsets=[0, (0, 1, 3)], bins=2, categorical=schema.categorical
+    )
+    spec = schema.to_dict()
+    spec["columns"]["income"]["impute"] = 5e4  # the same box, another encoding of a NaN
+    other = dps.Schema.from_dict(spec)
+    cases = [(three_way, domain), (dps.Histogram(bounds=schema.bounds, bins=3), domain)]
+    cases.append((union, dsk.dask_table_domain(other)))
+    for fm, dom in cases:
+        pair = dsk.make_dask_table_sum_and_count(dom, dp.symmetric_distance(), fm)
+        before = len(computes)
+        s, m = pair(handle)
+        assert len(computes) == before + 1 and list(s) == list(pair(df)[0]) and m == 3000
+    with pytest.raises(ValueError, match="must be a MarginalTables"):
+        dsk.gather_dask_table(df, schema, dps.Histogram(bounds=schema.bounds, bins=3))
+    # the record lives as long as the collection it was returned with
+    key = id(handle)
+    assert key in gathered._GATHERED
+    del handle
+    gc.collect()
+    assert key not in gathered._GATHERED
 
 
 def test_schema_refusals_before_any_release(secret, spy_release):

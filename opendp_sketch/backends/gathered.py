@@ -1,0 +1,138 @@
+"""One pass for a cluster release with a choice to make (a private tree of pairs), shared by the
+Dask and Spark backends.
+
+A schema release that chooses pairs privately (MST's tree) measures the candidates' counts, then
+the chosen map's sums. Every block either step could measure is a block of one public
+:class:`~opendp_sketch.MarginalTables` map; a cluster backend sums that map in the pass that
+checks the table (``Backend.gather_table``) and records the exact cell counts here, by the object
+it returns as the measurement's input. The pair transformations of the backend then read the
+exact pair of any map made of those blocks off the record (:func:`gathered_pair`) instead of
+running a pass, and run their normal pass for anything the record cannot serve.
+
+The pairs are the same function of the rows either way: every cell count is an exact integer,
+and a map's block sums are its cells' counts times the integer each cell adds per row,
+saturated as a pass's totals are. Nothing here raises or warns on data.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..features.base import FeatureMap
+from ..features.composite import Composite
+from ..features.marginals import MarginalTables
+from ..schema import Schema
+from .memory import I64_MAX
+
+__all__ = ["GatherKeys", "check_gather_map", "gathered_keys", "gathered_pair", "remember_gathered"]
+
+#: a map as (its marginal blocks' keys, the integer a cell of them adds per row), part by part
+GatherKeys = list[tuple[list[tuple[Any, ...]], int]]
+
+
+class _Gathered(NamedTuple):
+    """What one pass found: the exact cell counts of every block of a marginal map, by
+    :func:`_block_keys`, the row count, and the schema it encoded the rows with."""
+
+    cells: dict[tuple[Any, ...], np.ndarray]
+    rows: int
+    schema: str
+
+
+#: the gathered passes, by ``id`` of the object a ``gather_table`` returned, with a weak reference
+#: to it (held only while that object lives: one release's measurement). Keyed by identity, not
+#: by the object: a Dask DataFrame's ``==`` is an element-wise lazy comparison.
+_GATHERED: dict[int, tuple[weakref.ref[Any], _Gathered]] = {}
+
+
+def _schema_key(schema: Schema) -> str:
+    return json.dumps(schema.to_dict(), sort_keys=True, default=str)
+
+
+def _block_keys(fm: MarginalTables) -> list[tuple[Any, ...]]:
+    """One key per block of ``fm`` naming its cells exactly: the map's box and categorical codes,
+    then the block's columns (in its axes' order), bins and cut points. Blocks with equal keys put
+    every row in the same cell (:meth:`MarginalTables.cells` reads nothing else)."""
+    box = (tuple(fm.lower.tolist()), tuple(fm.upper.tolist()), tuple(sorted(fm.categories.items())))
+    return [(box, b.subset, b.shape, b.cuts) for b in fm.blocks]
+
+
+def check_gather_map(feature_map: FeatureMap) -> MarginalTables:
+    """``feature_map`` if it is a :class:`MarginalTables` (the blocks a pass can gather).
+
+    :raises ValueError: for any other map (a public argument, never data)
+    """
+    if not isinstance(feature_map, MarginalTables):
+        raise ValueError(
+            f"feature_map ({feature_map!r}) must be a MarginalTables map of the blocks to gather"
+        )
+    return feature_map
+
+
+def remember_gathered(
+    handle: Any, schema: Schema, feature_map: MarginalTables, sums: np.ndarray, rows: int
+) -> None:
+    """Record the exact sums ``sums`` of ``feature_map`` (one pass over the rows ``handle``
+    stands for, encoded by ``schema``) for the pairs read off it, while ``handle`` lives."""
+    cells = {
+        k: sums[b.offset : b.offset + b.size] for k, b in zip(_block_keys(feature_map), feature_map.blocks)
+    }
+    key = id(handle)
+    _GATHERED[key] = (weakref.ref(handle), _Gathered(cells, rows, _schema_key(schema)))
+    weakref.finalize(handle, _GATHERED.pop, key, None)
+
+
+def gathered_keys(fm: FeatureMap) -> GatherKeys | None:
+    """``fm`` as marginal blocks and the integer each of their cells adds per row, so its exact
+    sum can be read off a gathered pass: a :class:`MarginalTables` (1 per row in its cell), or a
+    :class:`~opendp_sketch.Composite` of them (a part's integers are ``⌊qᵢ·Mᵢ/2^tᵢ⌋`` of one-hot
+    ``qᵢ``, so ``cᵢ·qᵢ`` with ``cᵢ`` its integer for a 1, read off one public row and checked on
+    it). ``None`` for any other map. Public inputs only."""
+    if isinstance(fm, MarginalTables):
+        return [(_block_keys(fm), 1)]
+    if not isinstance(fm, Composite) or not all(isinstance(b.feature_map, MarginalTables) for b in fm.blocks):
+        return None
+    row = np.zeros((1, fm.input_dim))
+    whole = fm.fixed_features(row)[0]
+    parts = []
+    for b in fm.blocks:
+        inner = b.feature_map
+        assert isinstance(inner, MarginalTables)
+        ones = inner.fixed_features(row)[0]
+        part = whole[b.offset : b.offset + b.size]
+        c = int(part[int(np.argmax(ones))])
+        if not np.array_equal(part, c * ones):  # not expected: a part that is not a multiple
+            return None
+        parts.append((_block_keys(inner), c))
+    return parts
+
+
+def gathered_pair(data: Any, keys: GatherKeys | None, schema: Schema) -> tuple[np.ndarray, int] | None:
+    """The exact pair of the map of ``keys`` on the rows of ``data`` encoded by ``schema``, read
+    off the pass gathered for ``data``, saturated as a pass's totals are
+    (:meth:`Accumulator.clipped`); ``None`` when ``data`` has no gathered pass, the pass encoded
+    by another schema or lacks a block (the caller then runs its pass). Never raises."""
+    if keys is None:
+        return None
+    entry = _GATHERED.get(id(data))
+    if entry is None or entry[0]() is not data:
+        return None
+    gathered = entry[1]
+    if gathered.schema != _schema_key(schema):
+        return None
+    parts = []
+    for block_keys, c in keys:
+        for key in block_keys:
+            cells = gathered.cells.get(key)
+            if cells is None:
+                return None
+            if cells.size and int(cells.max()) > I64_MAX // max(1, c):  # exact, then saturated
+                cells = np.array([min(c * int(v), I64_MAX) for v in cells], dtype=np.int64)
+            else:
+                cells = cells * c
+            parts.append(cells)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), gathered.rows
