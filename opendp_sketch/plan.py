@@ -100,6 +100,13 @@ AUTO_TARGET_FEATURE_PAIR_WEIGHT = 1.0
 
 AUTO_TARGET_FEATURE_PAIR_BINS = AUTO_PAIR_BINS
 
+#: with a declared model target: a pair of two numeric features (equal bins on both axes) goes on
+#: down to ``AUTO_TARGET_NUMERIC_PAIR_BINS`` bins a column where ``AUTO_TARGET_FEATURE_PAIR_BINS``
+#: fails the rule: how two numeric features vary together is what a model on naive-Bayes points
+#: misses most, and a coarse table of them is cheap; pairs with a categorical or few-valued axis
+#: keep the floor of 8 (measured: docs/design/planning.md, "The floor")
+AUTO_TARGET_NUMERIC_PAIR_BINS = 2
+
 #: the pair rule reads the noise of the map whose 1-way blocks weigh at most this much: the
 #: weight ``AUTO_PAIR_SNR`` was measured at, so a heavier 1-way weight keeps the same pairs
 AUTO_RULE_ONE_WAY_WEIGHT = 2.0
@@ -317,8 +324,8 @@ def auto_blocks(
     rows are null, so the column's statistics among the others come back.
 
     With ``targets``, a feature pair the rule leaves out at the pairs' bins is also measured at the
-    finest bins per numeric column, between ``AUTO_TARGET_FEATURE_PAIR_BINS`` and the pairs' bins,
-    where an average cell passes the rule (a model needs how the features vary together);
+    finest bins per numeric column, between ``AUTO_TARGET_FEATURE_PAIR_BINS`` (a pair of two numeric
+    columns: ``AUTO_TARGET_NUMERIC_PAIR_BINS``) and the pairs' bins, where an average cell passes the rule (a model needs how the features vary together);
     :func:`kept_map` weighs the blocks for the same ``targets``."""
     pairs = check_pairs(pairs)
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
@@ -383,7 +390,8 @@ def auto_blocks(
         fm: MarginalTables, keep: list[int], fine: int, std: float
     ) -> tuple[MarginalTables, list[int]]:
         """With targets: each 2-way block the rule left out, again at the finest bins per numeric
-        column from one below the pairs' down to ``AUTO_TARGET_FEATURE_PAIR_BINS`` where an average
+        column from one below the pairs' down to ``AUTO_TARGET_FEATURE_PAIR_BINS`` (two numeric
+        axes: ``AUTO_TARGET_NUMERIC_PAIR_BINS``) where an average
         cell holds ``AUTO_PAIR_SNR`` noise std's of rows (appended, kept); the left-out blocks stay
         in ``fm`` (candidates, not measured). Only public facts decide: the bins, the categories
         and the row estimate."""
@@ -400,7 +408,8 @@ def auto_blocks(
             scaled = [k for k in range(2) if c.shape[k] != b.shape[k]]
             if not scaled:
                 continue
-            for level in range(max(b.shape[k] for k in scaled) - 1, c.shape[scaled[0]] - 1, -1):
+            floor = AUTO_TARGET_NUMERIC_PAIR_BINS if len(scaled) == 2 else c.shape[scaled[0]]
+            for level in range(max(b.shape[k] for k in scaled) - 1, floor - 1, -1):
                 shape = [level if k in scaled else c.shape[k] for k in range(2)]
                 if rows / math.prod(shape) >= AUTO_PAIR_SNR * std:
                     subsets.append(c.subset)

@@ -305,9 +305,16 @@ def test_a_declared_target_weighs_its_pairs_and_brings_back_coarse_feature_pairs
     # a smaller budget: coarser, down to 8 × 8
     lower = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=0.2)
     assert {b.shape for b in lower.maps[2].blocks} == {(9, 9)}
-    # too small a budget for 8 × 8 cells: the target pairs only
+    # too small a budget for 8 × 8 cells: two numeric features go on down (to 2 bins at least)
     low = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=0.05)
-    assert [len(m.blocks) for m in low.maps] == [5, 4]
+    assert [len(m.blocks) for m in low.maps] == [5, 4, 6]
+    assert {b.shape for b in low.maps[2].blocks} == {(4, 4)}
+    # a pair with a categorical axis keeps the floor of 8: here only the numeric pair comes back
+    mixed = {"a": (0, 1), "b": (0, 1), "g": ["p", "q", "r"], "y": ["n", "y"]}
+    small = auto_feature_map(dps.Schema(mixed, rows=10_000, targets="y"), epsilon=0.1)
+    assert [(b.subset, b.shape) for b in small.maps[2].blocks] == [((0, 1), (3, 3))]
+    # and none at all where even 2 × 2 cells would be noise
+    assert len(auto_feature_map(dps.Schema(mixed, rows=2_000, targets="y"), epsilon=0.1).maps) == 2
     # a budget that keeps every pair at 16 × 16: no coarse copies, the target pairs weighted
     high = auto_feature_map(dps.Schema(cols, rows=50_000, targets="y"), epsilon=10.0)
     pairs = [(w, b.shape) for w, m in zip(high.weights, high.maps) for b in m.blocks if len(b.subset) == 2]
