@@ -76,3 +76,29 @@ def hist2d() -> dps.Histogram:
 def rff2d() -> dps.RFF:
     """A random Fourier feature map for ``data2d`` (fixed-point, gain < 1)."""
     return dps.RFF(dim=2, num_features=16, bandwidth=0.5, seed=3)
+
+
+@pytest.fixture(scope="session")
+def tree_maps():
+    """``tree_maps(schema)`` → ``(union, maps)``: the blocks a schema release with a private tree
+    could measure (its kept blocks and the 6 candidate pairs, checked), and the maps a choice
+    could give from them (the candidates, weighted, with a target, a Composite weighted 0.3/1.7):
+    what a cluster backend's gathered pass must serve, shared by the Dask and Spark tests."""
+    from opendp_sketch.plan import tree_rounds, weighted_map
+
+    def build(schema: dps.Schema) -> tuple[dps.MarginalTables, list]:
+        _, full, keep, _ = dps.Plan(schema, epsilon=1.0, pairs="none", pair_selection=0.1).table_blocks()
+        candidates, rounds = tree_rounds(full, keep)
+        assert rounds == 3 and len(candidates) == 6
+        union = full.take(sorted({*keep, *candidates}))
+        chosen = full.take(sorted([*keep, *candidates[1:4]]))
+        maps = [
+            union,
+            full.take(candidates),
+            weighted_map(chosen, 3.0),
+            weighted_map(chosen, 3.0, targets=[2]),
+            dps.Composite([full.take(keep), full.take(candidates[::-1])], weights=[0.3, 1.7]),
+        ]
+        return union, maps
+
+    return build

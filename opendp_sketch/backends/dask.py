@@ -38,7 +38,7 @@ from .._validate import check_bounds
 from ..features.base import FeatureMap, feature_map_from_dict
 from ..schema import Schema, sum_problems
 from .domains import DaskBoxDomain, DaskTableDomain, table_descriptor
-from .gathered import check_gather_map, gathered_keys, gathered_pair, remember_gathered
+from .gathered import gather_table, pair_or_pass
 from .memory import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 from .protocol import Backend, register_backend
 
@@ -495,12 +495,9 @@ def make_dask_table_sum_and_count(
     )
     # workers get a fresh copy: the caller's map may cache OpenDP objects, which cannot be pickled
     portable = feature_map_from_dict(feature_map.to_dict())
-    schema, keys = desc.schema, gathered_keys(feature_map)
-
-    def pair(x: Any) -> tuple[np.ndarray, int]:
-        gathered = gathered_pair(x, keys, schema)  # a pass gather_dask_table ran for x, if any
-        return gathered if gathered is not None else _table_sum_and_count(x, portable, schema, n_jobs)
-
+    schema = desc.schema
+    # read off a pass gather_dask_table ran for the input, if any
+    pair = pair_or_pass(feature_map, schema, lambda x: _table_sum_and_count(x, portable, schema, n_jobs))
     return pair_transformation(input_domain, input_metric, feature_map, pair)
 
 
@@ -566,17 +563,16 @@ def gather_dask_table(
     :raises ValueError: as :func:`check_dask_table` (types, problems, an empty table), naming
         columns and never a data value, or for a map that is not a ``MarginalTables``
     """
-    blocks = check_gather_map(feature_map)
-    check_dask_table_types(data, schema)
-    found: dict[str, Any] = {}
-    portable = feature_map_from_dict(blocks.to_dict())
-    sums, rows = _table_sum_and_count(data, portable, schema, n_jobs, found)
-    if rows == 0:
-        raise ValueError("data is empty (0 rows)")
-    schema.refuse(found["problems"])
-    handle = data.copy()  # the same rows (the same graph), an object of this release's own
-    remember_gathered(handle, schema, blocks, sums, rows)
-    return handle, rows
+    return gather_table(
+        data,
+        schema,
+        feature_map,
+        check_dask_table_types,
+        lambda d, blocks, found: _table_sum_and_count(
+            d, feature_map_from_dict(blocks.to_dict()), schema, n_jobs, found
+        ),
+        lambda d: d.copy(),  # the same rows (the same graph), an object of this release's own
+    )
 
 
 def _box_domain(bounds: Any, names: Sequence[str] | None, num_columns: int, nan: bool) -> dp.Domain:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,7 +29,15 @@ from ..features.marginals import MarginalTables
 from ..schema import Schema
 from .memory import I64_MAX
 
-__all__ = ["GatherKeys", "check_gather_map", "gathered_keys", "gathered_pair", "remember_gathered"]
+__all__ = [
+    "GatherKeys",
+    "check_gather_map",
+    "gather_table",
+    "gathered_keys",
+    "gathered_pair",
+    "pair_or_pass",
+    "remember_gathered",
+]
 
 #: a map as (its marginal blocks' keys, the integer a cell of them adds per row), part by part
 GatherKeys = list[tuple[list[tuple[Any, ...]], int]]
@@ -136,3 +145,48 @@ def gathered_pair(data: Any, keys: GatherKeys | None, schema: Schema) -> tuple[n
                 cells = cells * c
             parts.append(cells)
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), gathered.rows
+
+
+def gather_table(
+    data: Any,
+    schema: Schema,
+    feature_map: FeatureMap,
+    check_types: Callable[[Any, Schema], None],
+    count: Callable[[Any, MarginalTables, dict[str, Any]], tuple[np.ndarray, int]],
+    handle_of: Callable[[Any], Any],
+) -> tuple[Any, int]:
+    """A cluster backend's ``gather_table``, from its parts: ``check_types(data, schema)`` (the
+    collection's own schema, no pass), then ``count(data, blocks, found)`` — the one pass: the
+    exact sums of ``feature_map``'s blocks and the row count, with the problems the schema's rules
+    do not cover put in ``found["problems"]`` — refused on the curator's side as
+    :meth:`Schema.refuse` refuses them; the pass is recorded for ``handle_of(data)`` (the same
+    rows as an object of this release's own), which is returned with the row count (never
+    released).
+
+    :raises ValueError: for a map that is not a ``MarginalTables``, an empty table, or the
+        problems, naming columns and never a data value
+    """
+    blocks = check_gather_map(feature_map)
+    check_types(data, schema)
+    found: dict[str, Any] = {}
+    sums, rows = count(data, blocks, found)
+    if rows == 0:
+        raise ValueError("data is empty (0 rows)")
+    schema.refuse(found["problems"])
+    handle = handle_of(data)
+    remember_gathered(handle, schema, blocks, sums, rows)
+    return handle, rows
+
+
+def pair_or_pass(
+    feature_map: FeatureMap, schema: Schema, run_pass: Callable[[Any], tuple[np.ndarray, int]]
+) -> Callable[[Any], tuple[np.ndarray, int]]:
+    """A backend's pair function for ``feature_map``: read off the pass gathered for its input
+    (:func:`gathered_pair`), else ``run_pass(input)``. Never raises on data itself."""
+    keys = gathered_keys(feature_map)
+
+    def pair(data: Any) -> tuple[np.ndarray, int]:
+        gathered = gathered_pair(data, keys, schema)
+        return gathered if gathered is not None else run_pass(data)
+
+    return pair

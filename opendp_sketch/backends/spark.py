@@ -47,7 +47,7 @@ from .._validate import check_bounds
 from ..features.base import FeatureMap, feature_map_from_dict
 from ..schema import Schema, sum_problems
 from .domains import SparkBoxDomain, SparkTableDomain, table_descriptor
-from .gathered import check_gather_map, gathered_keys, gathered_pair, remember_gathered
+from .gathered import gather_table, pair_or_pass
 from .memory import I64_MAX, check_source_arguments, pair_parts, pair_transformation
 from .protocol import Backend, register_backend
 
@@ -632,14 +632,10 @@ def make_spark_table_sum_and_count(
     )
     spec, schema_spec, m = _portable(feature_map), json.dumps(desc.schema.to_dict()), feature_map.num_features
     names = list(desc.schema.data_columns)
-    keys, schema = gathered_keys(feature_map), desc.schema
-
-    def pair(x: Any) -> tuple[np.ndarray, int]:
-        gathered = gathered_pair(x, keys, schema)
-        return (
-            gathered if gathered is not None else _table_sum_and_count(x, names, spec, schema_spec, m, n_jobs)
-        )
-
+    # read off a job gather_spark_table ran for the input, if any
+    pair = pair_or_pass(
+        feature_map, desc.schema, lambda x: _table_sum_and_count(x, names, spec, schema_spec, m, n_jobs)
+    )
     return pair_transformation(input_domain, input_metric, feature_map, pair)
 
 
@@ -725,16 +721,16 @@ def gather_spark_table(
     :raises ValueError: as :func:`check_spark_table` (types, problems, an empty table), naming
         columns and never a data value, or for a map that is not a :class:`MarginalTables`
     """
-    blocks = check_gather_map(feature_map)
-    check_spark_table_types(data, schema)
-    found: dict[str, Any] = {}
-    sums, rows = table_sum_and_count_spark(data, spark_table_domain(schema), blocks, n_jobs, found)
-    if rows == 0:
-        raise ValueError("data is empty (0 rows)")
-    schema.refuse(found["problems"])
-    handle = data.select("*")  # the same rows (and cached data), an object of this release's own
-    remember_gathered(handle, schema, blocks, sums, rows)
-    return handle, rows
+    return gather_table(
+        data,
+        schema,
+        feature_map,
+        check_spark_table_types,
+        lambda d, blocks, found: table_sum_and_count_spark(
+            d, spark_table_domain(schema), blocks, n_jobs, found
+        ),
+        lambda d: d.select("*"),  # the same rows (and cached data), an object of this release's own
+    )
 
 
 def _box_domain(bounds: Any, names: Sequence[str], num_columns: int, nan: bool) -> dp.Domain:

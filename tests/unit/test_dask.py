@@ -385,7 +385,7 @@ def test_schema_release_chooses_a_tree_in_one_pass(rng, passes, secret, spy_rele
     assert str(secret) not in str(err.value) and spy_release == []
 
 
-def test_a_gathered_pass_gives_the_exact_pairs_of_every_map_of_its_blocks(rng, passes):
+def test_a_gathered_pass_gives_the_exact_pairs_of_every_map_of_its_blocks(rng, passes, tree_maps):
     """``gather_dask_table``: one pass checks the table and counts every block a tree could take;
     the Dask pairs of the candidates and of every map a choice could give (weighted, with targets,
     a weight that is not a power of two) are read off it, integer for integer the passes' own."""
@@ -393,26 +393,14 @@ def test_a_gathered_pass_gives_the_exact_pairs_of_every_map_of_its_blocks(rng, p
 
     dd = pytest.importorskip("dask.dataframe")
     from opendp_sketch.backends import gathered
-    from opendp_sketch.plan import tree_rounds, weighted_map
 
     frame, schema = _mixed(rng, 3000)
     df = dd.from_pandas(frame, npartitions=3)
-    _, full, keep, _ = dps.Plan(schema, epsilon=1.0, pairs="none", pair_selection=0.1).table_blocks()
-    candidates, rounds = tree_rounds(full, keep)
-    assert rounds == 3 and len(candidates) == 6
-    union = full.take(sorted({*keep, *candidates}))
+    union, maps = tree_maps(schema)
     computes, tasks = passes
     handle, n = dsk.gather_dask_table(df, schema, union)
     assert n == 3000 and len(computes) == 1 and len(tasks) == 3
     assert dsk.dask_table_domain(schema).member(handle)
-    chosen = full.take(sorted([*keep, *candidates[1:4]]))
-    maps = [
-        union,
-        full.take(candidates),
-        weighted_map(chosen, 3.0),
-        weighted_map(chosen, 3.0, targets=[2]),
-        dps.Composite([full.take(keep), full.take(candidates[::-1])], weights=[0.3, 1.7]),
-    ]
     domain = dsk.dask_table_domain(schema)
     for fm in maps:
         pair = dsk.make_dask_table_sum_and_count(domain, dp.symmetric_distance(), fm)

@@ -482,7 +482,7 @@ def test_schema_release_chooses_a_tree_on_the_cluster(spark, rng, jobs):
     }
 
 
-def test_a_gathered_pass_gives_the_jobs_exact_pairs_for_every_map_of_its_blocks(spark, rng, jobs):
+def test_a_gathered_pass_gives_the_jobs_exact_pairs_for_every_map_of_its_blocks(spark, rng, jobs, tree_maps):
     """``gather_spark_table``: one job checks the table and counts every block a tree could take;
     the Spark pairs of the candidates and of every map a choice could give (weighted, with targets,
     a weight that is not a power of two) are read off it, integer for integer the jobs' own."""
@@ -491,24 +491,12 @@ def test_a_gathered_pass_gives_the_jobs_exact_pairs_for_every_map_of_its_blocks(
         make_spark_table_sum_and_count,
         spark_table_domain,
     )
-    from opendp_sketch.plan import tree_rounds, weighted_map
 
     schema = _mixed_schema(rows=3000)
     df = spark.createDataFrame(spark.sparkContext.parallelize(_mixed_rows(rng, 3000), 3), _MIXED_DDL)
-    _, full, keep, _ = dps.Plan(schema, epsilon=1.0, pairs="none", pair_selection=0.1).table_blocks()
-    candidates, rounds = tree_rounds(full, keep)
-    assert rounds == 3 and len(candidates) == 6
-    union = full.take(sorted({*keep, *candidates}))
+    union, maps = tree_maps(schema)
     handle, n = gather_spark_table(df, schema, union)
     assert n == 3000 and jobs() == 1
-    chosen = full.take(sorted([*keep, *candidates[1:4]]))
-    maps = [
-        union,
-        full.take(candidates),
-        weighted_map(chosen, 3.0),
-        weighted_map(chosen, 3.0, targets=[2]),
-        dps.Composite([full.take(keep), full.take(candidates[::-1])], weights=[0.3, 1.7]),
-    ]
     domain = spark_table_domain(schema)
     for fm in maps:
         pair = make_spark_table_sum_and_count(domain, dp.symmetric_distance(), fm)
