@@ -324,9 +324,10 @@ def auto_blocks(
     rows are null, so the column's statistics among the others come back.
 
     With ``targets``, a feature pair the rule leaves out at the pairs' bins is also measured at the
-    finest bins per numeric column, between ``AUTO_TARGET_FEATURE_PAIR_BINS`` (a pair of two numeric
-    columns: ``AUTO_TARGET_NUMERIC_PAIR_BINS``) and the pairs' bins, where an average cell passes the rule (a model needs how the features vary together);
-    :func:`kept_map` weighs the blocks for the same ``targets``."""
+    finest bins per numeric column, between ``AUTO_TARGET_FEATURE_PAIR_BINS`` (a pair of two
+    numeric columns: ``AUTO_TARGET_NUMERIC_PAIR_BINS``) and the pairs' bins, where an average cell
+    passes the rule (a model needs how the features vary together); :func:`kept_map` weighs the
+    blocks for the same ``targets``."""
     pairs = check_pairs(pairs)
     if not (isinstance(one_way_weight, (int, float)) and not isinstance(one_way_weight, bool)) or not (
         1.0 <= one_way_weight <= 1024.0
@@ -391,10 +392,9 @@ def auto_blocks(
     ) -> tuple[MarginalTables, list[int]]:
         """With targets: each 2-way block the rule left out, again at the finest bins per numeric
         column from one below the pairs' down to ``AUTO_TARGET_FEATURE_PAIR_BINS`` (two numeric
-        axes: ``AUTO_TARGET_NUMERIC_PAIR_BINS``) where an average
-        cell holds ``AUTO_PAIR_SNR`` noise std's of rows (appended, kept); the left-out blocks stay
-        in ``fm`` (candidates, not measured). Only public facts decide: the bins, the categories
-        and the row estimate."""
+        axes: ``AUTO_TARGET_NUMERIC_PAIR_BINS``) where an average cell holds ``AUTO_PAIR_SNR``
+        noise std's of rows (appended, kept); the left-out blocks stay in ``fm`` (candidates, not
+        measured). Only public facts decide: the bins, the categories and the row estimate."""
         if not wanted:
             return fm, keep
         coarse = build(min(AUTO_TARGET_FEATURE_PAIR_BINS, fine), fine)
