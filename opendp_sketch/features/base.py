@@ -28,7 +28,7 @@ import numpy as np
 from .._fixed import Accumulator, sqrt_up
 from .._validate import check_positive_int
 
-__all__ = ["FeatureMap", "feature_map_from_dict", "register_feature_map", "scratch_array"]
+__all__ = ["FeatureMap", "chunk_memo", "feature_map_from_dict", "register_feature_map", "scratch_array"]
 
 _REGISTRY: dict[str, type[FeatureMap]] = {}
 
@@ -77,6 +77,23 @@ def scratch_array(name: str, shape: tuple[int, ...], dtype: Any = np.float64) ->
     if pool is None:
         return np.empty(shape, dtype=dtype)
     return pool.array(name, shape, np.dtype(dtype))
+
+
+def chunk_memo(X: np.ndarray) -> dict[Any, Any] | None:
+    """A dict shared, for one chunk, by every map that reads the chunk ``X`` a sum's worker made
+    (the parts of a :class:`~opendp_sketch.Composite` read the same rows), or ``None`` for any
+    other array. Maps keep there what is a pure function of the chunk and public parameters
+    (e.g. a column's bins), keyed by those parameters, so the parts compute it once. The worker
+    starts a fresh dict for each chunk and never changes a chunk once filled (maps only read it).
+
+    :example:
+
+    >>> import numpy as np
+    >>> chunk_memo(np.zeros((2, 2))) is None   # outside a sum's worker
+    True
+    """
+    memo = getattr(_THREAD_STATE, "memo", None)
+    return memo[1] if memo is not None and memo[0] is X else None
 
 
 def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
@@ -287,6 +304,7 @@ class FeatureMap(ABC):
             acc = Accumulator(self.num_features)
             # a fresh pool per call (a nested sum must not reuse the arrays this one is using)
             outer, _THREAD_STATE.scratch = getattr(_THREAD_STATE, "scratch", None), _Scratch()
+            outer_memo = getattr(_THREAD_STATE, "memo", None)
             try:
                 with np.errstate(all="ignore"):  # errstate is per thread: set it in the worker
                     while (s := next_start()) is not None:
@@ -297,9 +315,10 @@ class FeatureMap(ABC):
                         else:  # fmax/fmin send NaN to the lower bound and clip ±inf
                             np.fmax(X[s : s + rows], clip[0], out=chunk)
                             np.fmin(chunk, clip[1], out=chunk)
+                        _THREAD_STATE.memo = (chunk, {})  # this chunk's (see chunk_memo)
                         acc.add(self._fixed_block_sum(chunk))
             finally:
-                _THREAD_STATE.scratch = outer
+                _THREAD_STATE.scratch, _THREAD_STATE.memo = outer, outer_memo
             return acc
 
         jobs = n_jobs if n_jobs is not None else min(_usable_cpus(), 4)

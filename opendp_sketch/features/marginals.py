@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._validate import check_bounds, check_positive_int
-from .base import OneHotFeatureMap, register_feature_map
+from .base import OneHotFeatureMap, chunk_memo, register_feature_map, scratch_array
 
 __all__ = ["MarginalTables", "MarginalBlock"]
 
@@ -444,37 +444,79 @@ class MarginalTables(OneHotFeatureMap):
         return int(column), _check_bins_value(bins, int(column), self.categories)
 
     def _column_bins(self, x: np.ndarray, j: int, b: int) -> np.ndarray:
+        """Bin of each value of column ``j`` at ``b`` equal bins (codes: the nearest code), as
+        ``int64`` in ``[0, b)``; NaN to the lowest bin, ``±inf`` and outside values clipped.
+
+        The same floats as ``floor((clip(x) − lo) / (hi − lo) · b)``: ``clip(x) − lo ≥ 0``, so the
+        truncating cast is the floor, and with ``lo = 0, hi = 1`` (a schema's unit box) the
+        subtraction and division are exact and skipped. A NaN ratio (an overflowing range)
+        casts to some integer that the final clip sends into ``[0, b)``.
+        """
         lo, hi = self.lower[j], self.upper[j]
         with np.errstate(invalid="ignore"):
-            xc = np.fmin(np.fmax(x, lo), hi)  # fmax/fmin send NaN to the lower bound and clip ±inf
+            xc = np.fmax(x, lo)  # fmax/fmin send NaN to the lower bound and clip ±inf
+            np.fmin(xc, hi, out=xc)
             if j in self.categories:
-                idx = (np.rint(xc) - lo).astype(np.int64)
+                np.rint(xc, out=xc)
+                xc -= lo
             else:  # (xc - lo) / (hi - lo) lies in [0, 1]: rounding is monotone and the width finite
-                idx = np.floor((xc - lo) / (hi - lo) * b).astype(np.int64)
-        return np.clip(idx, 0, b - 1)  # the upper edge belongs to the last bin
+                if lo != 0.0 or hi != 1.0:
+                    xc -= lo
+                    xc /= hi - lo
+                xc *= b
+            idx = xc.astype(np.int64)
+        return np.clip(idx, 0, b - 1, out=idx)  # the upper edge belongs to the last bin
 
     def _cut_bins(self, x: np.ndarray, j: int, cuts: tuple[float, ...]) -> np.ndarray:
         """Bin of each value at explicit cut points: ``[lo, c₁), [c₁, c₂), …, [c_k, hi]``; NaN to
         the lowest bin, ``±inf`` and outside values clipped to the end bins."""
         with np.errstate(invalid="ignore"):
             xc = np.fmin(np.fmax(x, self.lower[j]), self.upper[j])
-        return np.searchsorted(np.asarray(cuts), xc, side="right").astype(np.int64)
+        return np.searchsorted(np.asarray(cuts), xc, side="right").astype(np.int64, copy=False)
+
+    def _column_key(self, j: int, b: int, cuts: Any) -> tuple[Any, ...]:
+        """Everything column ``j``'s bins depend on: its index, bounds, kind, bins and cuts."""
+        return (j, float(self.lower[j]), float(self.upper[j]), j in self.categories, b, cuts)
+
+    def _codes(self, X: np.ndarray, memo: dict[Any, Any], j: int, b: int, cuts: Any) -> np.ndarray:
+        """Bins of column ``j`` of ``X`` (``b`` equal bins, or ``cuts``), once per ``memo``: the key
+        names everything the bins depend on (the column, its bounds, its kind, bins and cuts), so
+        maps of other bounds sharing a chunk's memo never read each other's."""
+        key = ("bins", *self._column_key(j, b, cuts))
+        out = memo.get(key)
+        if out is None:
+            x = X[:, j]
+            out = memo[key] = self._column_bins(x, j, b) if cuts is None else self._cut_bins(x, j, cuts)
+        return out
+
+    def _block_cells(self, X: np.ndarray, memo: dict[Any, Any], blk: MarginalBlock) -> np.ndarray:
+        """Each row's cell within table ``blk`` (C order, offset not added), from the memo's bins:
+        a table's leading columns' scaled bins (``bins_a · b₂``, shared by the tables that start
+        with them) are kept in the memo too."""
+        cols = list(zip(blk.subset, blk.shape, [blk.column_cuts(k) for k in range(len(blk.shape))]))
+        j, b, c = cols[0]
+        cell = self._codes(X, memo, j, b, c)
+        if len(cols) == 1:
+            return cell
+        lead: tuple[Any, ...] = ("lead", *self._column_key(j, b, c))
+        for k, (j, b, c) in enumerate(cols[1:]):
+            key = (*lead, b)
+            scaled = memo.get(key)
+            if scaled is None:
+                scaled = memo[key] = cell * b
+            nxt = self._codes(X, memo, j, b, c)
+            if k == len(cols) - 2:
+                cell = np.add(scaled, nxt, out=scratch_array("marginals.cell", scaled.shape, np.int64))
+            else:
+                cell = scaled + nxt
+                lead = (*key, *self._column_key(j, b, c))
+        return cell
 
     def _flat(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((X.shape[0], len(self.blocks)), dtype=np.int64)
-        cache: dict[tuple[int, Any], np.ndarray] = {}  # a column's bins, once per resolution
+        memo: dict[Any, Any] = {}  # a column's bins, once per resolution
         for i, blk in enumerate(self.blocks):
-            cell = np.zeros(X.shape[0], dtype=np.int64)
-            for k, (j, b) in enumerate(zip(blk.subset, blk.shape)):
-                c = blk.column_cuts(k)
-                key = (j, b if c is None else c)
-                if key not in cache:
-                    cache[key] = (
-                        self._column_bins(X[:, j], j, b) if c is None else self._cut_bins(X[:, j], j, c)
-                    )
-                cell *= b
-                cell += cache[key]
-            out[:, i] = cell + blk.offset
+            np.add(self._block_cells(X, memo, blk), blk.offset, out=out[:, i])
         return out
 
     def _ones_per_row(self) -> int:
@@ -488,14 +530,20 @@ class MarginalTables(OneHotFeatureMap):
         (``< 2²⁴``, see :meth:`_row_width`), whatever order BLAS adds in. Otherwise the indices of
         the ones, counted."""
         gram = self._gram
+        memo = chunk_memo(X)
+        if memo is None:
+            memo = {}
         if gram is None:
-            return super()._fixed_block_sum(X)
+            out = np.empty(self.num_features, dtype=np.int64)
+            for blk in self.blocks:
+                cells = self._block_cells(X, memo, blk)
+                out[blk.offset : blk.offset + blk.size] = np.bincount(cells, minlength=blk.size)
+            return out
         keys, width, rows_of, cols_of = gram
         H = np.zeros((X.shape[0], width), dtype=np.float32)
         at = np.arange(X.shape[0])
         for (j, b, cuts), start in keys.items():
-            bins = self._column_bins(X[:, j], j, b) if cuts is None else self._cut_bins(X[:, j], j, cuts)
-            H[at, start + bins] = 1.0
+            H[at, start + self._codes(X, memo, j, b, cuts)] = 1.0
         G = H.T @ H
         return np.rint(G[rows_of, cols_of]).astype(np.int64)
 
