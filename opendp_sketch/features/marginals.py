@@ -554,6 +554,9 @@ class MarginalTables(OneHotFeatureMap):
             self._gram_cache.append(_gram_layout(self.blocks))
         return self._gram_cache[0]
 
+    def _threads_pay(self) -> bool:
+        return self._gram is not None  # the Gram product is BLAS; counting indices holds the GIL
+
     def _row_width(self) -> int:
         gram = self._gram
         if gram is None:

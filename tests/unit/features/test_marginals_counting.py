@@ -149,3 +149,17 @@ def test_the_chunk_memo_is_only_the_workers_chunk():
     fm.fixed_sum(X, n_jobs=1)
     assert seen == [(True, True)]
     assert chunk_memo(X) is None  # cleared once the sum is done
+
+
+def test_index_counting_maps_default_to_one_thread_and_blas_maps_to_several():
+    many = dps.MarginalTables.auto(([0.0] * 12, [1.0] * 12), fine_bins=2, coarse_bins=2)
+    assert many._gram is not None and many._threads_pay()  # the Gram product runs in BLAS
+    fm = _map()
+    rff = dps.RFF(dim=4, num_features=8, bandwidth=1.0, seed=0)
+    assert not fm._threads_pay() and rff._threads_pay()
+    assert not dps.Composite([fm, fm.take([0, 4])], weights=[1.0, 1.0])._threads_pay()
+    assert dps.Composite([fm, rff], weights=[1.0, 1.0])._threads_pay()
+    assert not dps.ByClass(fm, 3)._threads_pay()
+    # one thread or several, the same integers
+    X = _hostile_rows(700, seed=9)
+    assert fm.fixed_sum(X) == fm.fixed_sum(X, n_jobs=3, chunk_rows=50) == _reference_sum(fm, X).tolist()
