@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..features.base import FeatureMap
-from ..features.composite import Composite
 from ..features.marginals import MarginalTables
 from .cells import cell_columns, cell_of
+from .cells import marginal_parts as _marginal_parts
 
 #: sweeps of iterative proportional fitting of a pair table to its columns' 1-way marginals at
 #: most (a table of at most 64 × 64 cells: cheap; a row the table leaves empty converges slowly)
@@ -40,16 +40,6 @@ def simplex_projection(v: np.ndarray) -> np.ndarray:
     excess = np.cumsum(u) - 1.0
     k = np.flatnonzero(u * np.arange(1, u.size + 1) > excess)[-1] + 1  # k = 1 always qualifies
     return np.maximum(v - excess[k - 1] / k, 0.0)
-
-
-def _marginal_parts(fm: FeatureMap) -> list[tuple[MarginalTables, int, float]]:
-    """``(map of marginals, offset, block weight)`` of a map of marginals or of each part of a
-    composite of them; ``[]`` for any other map."""
-    if isinstance(fm, MarginalTables):
-        return [(fm, 0, 1.0)]
-    if isinstance(fm, Composite) and all(isinstance(m, MarginalTables) for m in fm.maps):
-        return [(m, b.offset, b.weight) for m, b in zip(fm.maps, fm.blocks)]  # type: ignore[misc]
-    return []
 
 
 def _one_way_blocks(fm: FeatureMap, joint: bool = True) -> list[tuple[int, int, int, int, float, np.ndarray]]:

@@ -83,7 +83,16 @@ from . import point_weights as _point_weights
 from . import released_marginals as _released_marginals
 from . import within_cells as _within_cells
 from ._cache import decoder_key, lookup, store
-from .cells import cell_columns, cell_edges, cell_index, cell_of, is_cell_map, map_categories
+from .cells import (
+    FoldedBlocks,
+    cell_columns,
+    cell_edges,
+    cell_index,
+    cell_of,
+    fold_blocks,
+    is_cell_map,
+    map_categories,
+)
 from .point_weights import Design, distinct_rows, fit_weights, one_blas_thread, softmax
 from .released_marginals import (
     conditional,
@@ -139,6 +148,47 @@ _RAKE_EXCESS = 0.05
 #: round 1 draws the columns along a maximum spanning forest of the released 2-way marginals
 #: (Chow–Liu on the noisy tables) instead of independently (see released_forest)
 _FOREST_START = True
+#: a map of marginals' design holds one non-zero per point and folded block (a column's 1-way
+#: table folded into a pair table: cells.fold_blocks) instead of one per block; the same products
+#: up to rounding (measured: docs/design/synthetic_decoder.md)
+_FOLD_BLOCKS = True
+
+
+class FoldedDesign(Design):
+    """``P = Φ(X)`` of a map of marginals as ``φ(X) · fold``: ``φ`` one-hot in each folded block
+    (:class:`~opendp_sketch.estimators.cells.FoldedBlocks`), each distinct row stored once, and
+    ``fold`` sending folded cells to the map's cells. ``Pᵀw = foldᵀ(φᵀw)`` and ``P r =
+    φ(fold r)`` cost the folded blocks' non-zeros, not the blocks'."""
+
+    def __init__(self, folded: FoldedBlocks, X: np.ndarray) -> None:
+        idx = folded.index(X)
+        self.rows = None
+        if X.shape[0]:
+            idx, self.rows = distinct_rows(idx)
+        u, width = idx.shape
+        indptr = np.arange(0, u * width + 1, width, dtype=np.int64)
+        self.P = scipy.sparse.csr_matrix(
+            (np.ones(u * width), np.ascontiguousarray(idx).ravel(), indptr), shape=(u, folded.num_features)
+        )
+        self.PT = self.P.T
+        self.fold, self.fold_t = folded.fold, folded.fold.T
+        #: entries of the unfolded design (distinct rows × blocks): the steps of a round read these
+        self.nnz = u * folded.blocks
+
+    def mix_rows(self, v: np.ndarray) -> np.ndarray:
+        return self.fold_t @ (self.PT @ v)
+
+    def score_rows(self, r: np.ndarray) -> np.ndarray:
+        return self.P @ (self.fold @ r)
+
+    def mix(self, w: np.ndarray) -> np.ndarray:
+        if self.rows is not None:
+            w = np.bincount(self.rows, weights=w, minlength=self.P.shape[0])
+        return self.mix_rows(w)
+
+    def score(self, r: np.ndarray) -> np.ndarray:
+        out = self.score_rows(r)
+        return out[self.rows] if self.rows is not None else out
 
 
 def _check_int(value: Any, name: str, low: int) -> int:
@@ -464,6 +514,11 @@ class SyntheticDecoder:
             wt = np.ones_like(S)
         best: tuple[float, np.ndarray, np.ndarray, Design | None] | None = None
         w = uniform
+        folded = fold_blocks(fm) if _FOLD_BLOCKS else None
+
+        def build(X: np.ndarray) -> Design:
+            return Design(fm, X) if folded is None else FoldedDesign(folded, X)
+
         # with a released 1-way marginal for every column, round 1 draws from those directly:
         # the fit of round 0 (on points spread over the box) only served to estimate them
         start = self._released_one_way(fm, X, target, var, rng) if self.rounds > 1 else None
@@ -479,7 +534,7 @@ class SyntheticDecoder:
                 design = None
                 if best is not None:
                     best = (best[0], best[1], best[2], None)
-                design = Design(fm, X)
+                design = build(X)
             theta, loss, its = fit_weights(
                 design, target, wt, np.zeros(X.shape[0]), self._steps(design), self.tol * 1e-2
             )
@@ -496,7 +551,7 @@ class SyntheticDecoder:
                 break
         assert best is not None
         _, X, w, kept = best
-        design = kept if kept is not None else Design(fm, X)
+        design = kept if kept is not None else build(X)
         self.raked_ = ()
         if self.rake:
             w, self.raked_ = rake_one_way(
@@ -549,7 +604,10 @@ class SyntheticDecoder:
         """Mirror-descent steps of a round: ``iterations``, or more when a step is cheap (each
         costs about three products with the design's ``nnz`` entries), within ``_ROUND_WORK``
         multiply-adds and ``_MAX_STEP_FACTOR × iterations``."""
-        nnz = design.P.nnz if scipy.sparse.issparse(design.P) else design.P.size
+        if isinstance(design, FoldedDesign):
+            nnz = design.nnz
+        else:
+            nnz = design.P.nnz if scipy.sparse.issparse(design.P) else design.P.size
         extra = _ROUND_WORK // max(1, 3 * nnz)
         return int(max(self.iterations, min(extra, _MAX_STEP_FACTOR * self.iterations)))
 
