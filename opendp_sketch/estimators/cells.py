@@ -32,6 +32,8 @@ CHUNK_ENTRIES = 1 << 21
 #: cells of a folded block at most (:func:`fold_blocks`): the folded vectors stay small enough for
 #: the processor's cache (80 columns, a tree of 4 × 4 pairs and 16-bin 1-way tables: 256 cells each)
 FOLD_CELLS = 1024
+#: edges at most that :func:`cell_of` counts instead of searching (the count fits an int8)
+_COUNTED_EDGES = 66
 #: blocks of one arity at most for which the fold picks, each time, the block with the fewest
 #: choices left (more blocks: one pass in order, each block's options read as it comes)
 _FOLD_CHOOSER_BLOCKS = 2000
@@ -285,8 +287,22 @@ def fold_blocks(fm: FeatureMap, max_cells: int = FOLD_CELLS) -> FoldedBlocks | N
 
 
 def cell_of(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Index of the cell ``[edges[c], edges[c + 1])`` holding each value (the last cell closed)."""
-    return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
+    """Index of the cell ``[edges[c], edges[c + 1])`` holding each value (the last cell closed).
+
+    A few edges: the count of interior edges at or below each value, one comparison per edge
+    (the same cells as the binary search, a NaN in the last cell too, several times faster
+    for the decoder's 5 to 64 cells)."""
+    if edges.size > _COUNTED_EDGES:
+        return np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
+    values = np.asarray(values)
+    count = np.zeros(values.shape, dtype=np.int8)
+    for e in edges[1:-1]:
+        count += values >= e
+    out = count.astype(np.intp)
+    nan = np.isnan(values)
+    if nan.any():  # the binary search places NaN past every edge
+        out[nan] = max(edges.size - 2, 0)
+    return out
 
 
 def _map_cells(fm: FeatureMap) -> list[np.ndarray | None]:

@@ -148,6 +148,8 @@ _RAKE_EXCESS = 0.05
 #: round 1 draws the columns along a maximum spanning forest of the released 2-way marginals
 #: (Chow–Liu on the noisy tables) instead of independently (see released_forest)
 _FOREST_START = True
+#: keys and array at least this long: a search sorts its keys first (see _search)
+_SORTED_SEARCH = 2048
 #: a map of marginals' design holds one non-zero per point and folded block (a column's 1-way
 #: table folded into a pair table: cells.fold_blocks) instead of one per block; the same products
 #: up to rounding (measured: docs/design/synthetic_decoder.md)
@@ -663,7 +665,7 @@ class SyntheticDecoder:
         ``cdf`` of the points' weights (:func:`_running`), then spread within cells. The draw is
         ``rng.choice(n, size, p=w)``'s own (uniforms searched in the normalised running sums),
         without summing the weights again for every column."""
-        idx = np.minimum(cdf.searchsorted(rng.random(size), side="right"), X.shape[0] - 1)
+        idx = np.minimum(_search(cdf, rng.random(size)), X.shape[0] - 1)
         return self._spread(X[idx, j], j, rng, 0)
 
     def _spread(self, vals: np.ndarray, j: int, rng: np.random.Generator, r: int) -> np.ndarray:
@@ -732,7 +734,7 @@ class SyntheticDecoder:
             running = np.concatenate([[0.0], np.cumsum(start[child][order])])
             total = running[edges[1:]] - running[edges[:-1]]
             u = rng.uniform(size=n)
-            weighted = np.searchsorted(running, running[edges[b]] + u * total[b], side="right") - 1
+            weighted = _search(running, running[edges[b]] + u * total[b]) - 1
             even = edges[b] + np.floor(u * size[b]).astype(np.int64)
             at = np.clip(
                 np.where(total[b] > 0, weighted, even), edges[b], np.maximum(edges[b + 1] - 1, edges[b])
@@ -807,6 +809,24 @@ def _draw_rows(cond: np.ndarray, rows: np.ndarray, rng: np.random.Generator) -> 
     flat = (cum + np.arange(k_rows)[:, None]).ravel()
     u = rng.uniform(size=rows.size)
     return np.clip(np.searchsorted(flat, rows + u, side="right") - rows * k, 0, k - 1)
+
+
+def _search(a: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``a.searchsorted(keys, side="right")``, the keys searched in increasing order when there
+    are many in a long array: each key's answer is the same, and a search that starts where the
+    last one ended stays in cache (30 000 uniforms in 30 000 running sums: about 5× faster).
+
+    >>> a = np.linspace(0, 1, 5000)
+    >>> keys = np.random.default_rng(0).uniform(size=3000)
+    >>> bool((_search(a, keys) == a.searchsorted(keys, side="right")).all())
+    True
+    """
+    if keys.size < _SORTED_SEARCH or a.size < _SORTED_SEARCH:
+        return a.searchsorted(keys, side="right")
+    order = np.argsort(keys)
+    out = np.empty(keys.size, dtype=np.intp)
+    out[order] = a.searchsorted(keys[order], side="right")
+    return out
 
 
 def _running(w: np.ndarray) -> np.ndarray:

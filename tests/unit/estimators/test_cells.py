@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse
 
 import opendp_sketch as dps
-from opendp_sketch.estimators.cells import cell_columns, cell_index, fold_blocks
+from opendp_sketch.estimators.cells import cell_columns, cell_index, cell_of, fold_blocks
 from opendp_sketch.estimators.point_weights import Design
 from opendp_sketch.estimators.synthetic import FoldedDesign
 
@@ -113,3 +113,16 @@ def test_folded_design_products_equal_the_plain_designs():
     w, r = rng.dirichlet(np.ones(X.shape[0])), rng.normal(size=fm.num_features)
     np.testing.assert_allclose(folded.mix(w), plain.mix(w), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(folded.score(r), plain.score(r), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cells", [1, 2, 5, 16, 64, 65, 200])
+def test_cell_of_is_the_binary_search(cells):
+    """Counted (few edges) or searched, the cell of every value, at and between edges, outside
+    the box, ±inf and NaN, is the binary search's."""
+    rng = np.random.default_rng(cells)
+    edges = np.unique(np.concatenate([[0.0, 1.0], rng.uniform(size=cells - 1)]))
+    values = np.concatenate(
+        [rng.uniform(-0.2, 1.2, 5000), edges, [np.nan, np.inf, -np.inf, -1.0, 2.0], np.nextafter(edges, 2)]
+    )
+    expected = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
+    np.testing.assert_array_equal(cell_of(edges, values), expected)
