@@ -126,6 +126,32 @@ def _block_binnings(fm: FeatureMap) -> list[tuple[list[Binning], int, int, float
     return out
 
 
+def block_bins(
+    fm: FeatureMap, X: np.ndarray, position: int, cache: dict[tuple[Any, ...], np.ndarray] | None = None
+) -> list[np.ndarray]:
+    """Each row's bin in each column of block ``position`` of :func:`cell_index` (a map of
+    marginals, or a composite of them), in the order of the block's columns: its cell within the
+    table is their C-order index. ``cache`` keeps each column binning of these ``X`` computed
+    once across calls.
+
+    >>> import numpy as np, opendp_sketch as dps
+    >>> fm = dps.MarginalTables(bounds=(0, 1), subsets=[0, (1, 0)], bins=[[8], [2, 4]], dim=2)
+    >>> [b.tolist() for b in block_bins(fm, np.array([[0.3, 0.9]]), 1)]
+    [[1], [1]]
+    """
+    blocks = _block_binnings(fm)
+    if blocks is None:
+        raise ValueError(f"{type(fm).__name__} is not a map of marginals")
+    cache = {} if cache is None else cache
+    out = []
+    for binning in blocks[position][0]:
+        key = _binning_key(*binning)
+        if key not in cache:
+            cache[key] = _bins(binning, X)
+        out.append(cache[key])
+    return out
+
+
 def cell_columns(fm: FeatureMap, X: np.ndarray, positions: Sequence[int]) -> np.ndarray:
     """Columns ``positions`` of :func:`cell_index` (the cells of a few blocks, e.g. the 1-way
     ones): ``(n, len(positions))`` int64. Maps of marginals compute those blocks alone (each

@@ -85,9 +85,10 @@ from . import within_cells as _within_cells
 from ._cache import decoder_key, lookup, store
 from .cells import (
     FoldedBlocks,
+    block_bins,
     cell_columns,
     cell_edges,
-    cell_index,
+    cell_index,  # noqa: F401 - imported from here by intervals.py
     cell_of,
     fold_blocks,
     is_cell_map,
@@ -97,11 +98,9 @@ from .point_weights import Design, distinct_rows, fit_weights, one_blas_thread, 
 from .released_marginals import (
     conditional,
     one_way_estimates,
-    pair_maps,
     rake_one_way,
     released_forest,
     simplex_projection,
-    split_cells,
 )
 from .within_cells import discrete_in_cells, end_pile, pile_rate, place_in_cells, trend_at_edge
 
@@ -712,14 +711,14 @@ class SyntheticDecoder:
         does. A cell with no starting point keeps the independent draw (two points sit in every
         public cell, so this is the rare case of a table coarser than nothing)."""
         n = int(new.shape[0])
-        # each edge's pair table as a map of its own: its cells of the parent's current values
-        # (a parent is redrawn as a child first), without the map's other blocks
-        maps = pair_maps(self._forest_map, [edge[2] for edge in self._forest])
+        fm = self._forest_map
+        bins_x: dict[tuple[Any, ...], np.ndarray] = {}  # each column binning of X, computed once
         for parent, child, position, _, first, table in self._forest:
             k_parent, k_child = table.shape
-            pair = maps[position]
-            a, _ = split_cells(cell_index(pair, new)[0][:, 0], first, table.shape)
-            a_x, b_x = split_cells(cell_index(pair, X)[0][:, 0], first, table.shape)
+            # the pair table's bins of the parent's current values (a parent is redrawn as a
+            # child before it is a parent: breadth-first) and of the starting points
+            a = block_bins(fm, new, position)[0 if first else 1]
+            a_x, b_x = block_bins(fm, X, position, bins_x)[:: 1 if first else -1]
             cond = conditional(
                 table,
                 np.bincount(a_x, weights=start[parent], minlength=k_parent),
@@ -728,7 +727,8 @@ class SyntheticDecoder:
             b = _draw_rows(cond, a, rng)
             # the child's value: a starting point of cell b drawn ∝ its weight (uniformly when
             # the cell's weights are all 0), all points at once on the cells' running sums
-            order = np.argsort(b_x, kind="stable")
+            # a stable sort of small integers: radix sort (the same order as sorting int64)
+            order = np.argsort(b_x.astype(np.int16 if k_child < 2**15 else np.int64), kind="stable")
             edges = np.searchsorted(b_x[order], np.arange(k_child + 1))
             size = np.diff(edges)
             running = np.concatenate([[0.0], np.cumsum(start[child][order])])

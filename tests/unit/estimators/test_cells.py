@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse
 
 import opendp_sketch as dps
-from opendp_sketch.estimators.cells import cell_columns, cell_index, cell_of, fold_blocks
+from opendp_sketch.estimators.cells import block_bins, cell_columns, cell_index, cell_of, fold_blocks
 from opendp_sketch.estimators.point_weights import Design
 from opendp_sketch.estimators.synthetic import FoldedDesign
 
@@ -126,3 +126,23 @@ def test_cell_of_is_the_binary_search(cells):
     )
     expected = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
     np.testing.assert_array_equal(cell_of(edges, values), expected)
+
+
+def test_block_bins_index_the_blocks_cells():
+    """Each block's per-column bins, in C order, are its cell in the map's own index (a shared
+    cache of column binnings gives the same bins)."""
+    fm = wide_map()
+    X = points(fm, 2000, 4)
+    full = cell_index(fm, X)[0]
+    blocks = [
+        (b.shape, m_off + b.offset)
+        for m, m_off in zip(fm.maps, [0, fm.maps[0].num_features])
+        for b in m.blocks
+    ]
+    cache: dict = {}
+    for position, (shape, first) in enumerate(blocks):
+        bins = block_bins(fm, X, position, cache)
+        assert len(bins) == len(shape)
+        np.testing.assert_array_equal(np.ravel_multi_index(bins, shape) + first, full[:, position])
+    with pytest.raises(ValueError, match="not a map of marginals"):
+        block_bins(dps.Histogram(bounds=(0, 1), bins=8, dim=2), X[:, :2], 0)
