@@ -20,6 +20,7 @@ import math
 import os
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal
 
@@ -50,9 +51,9 @@ class _Scratch:
     """Named work arrays of one thread, reused by every chunk of one feature sum."""
 
     def __init__(self) -> None:
-        self._arrays: dict[str, np.ndarray] = {}
+        self._arrays: dict[Hashable, np.ndarray] = {}
 
-    def array(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    def array(self, name: Hashable, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         size = math.prod(shape)
         buf = self._arrays.get(name)
         if buf is None or buf.dtype != dtype or buf.size < size:
@@ -60,7 +61,7 @@ class _Scratch:
         return buf[:size].reshape(shape)
 
 
-def scratch_array(name: str, shape: tuple[int, ...], dtype: Any = np.float64) -> np.ndarray:
+def scratch_array(name: Hashable, shape: tuple[int, ...], dtype: Any = np.float64) -> np.ndarray:
     """An uninitialised C-contiguous work array for a feature-map kernel.
 
     Inside :meth:`FeatureMap.fixed_sum` (and every release path built on it) each worker thread

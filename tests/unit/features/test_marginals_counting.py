@@ -87,6 +87,9 @@ def _map() -> dps.MarginalTables:
 @pytest.mark.parametrize(("chunk_rows", "n_jobs"), [(1, 1), (7, 1), (333, 2), (4096, 3), (100_000, 1)])
 def test_exact_sums_equal_the_row_by_row_rule(chunk_rows, n_jobs):
     fm = _map()
+    # the map's tables are read off shared joint tables, summed over axes and transposed
+    assert any(len(j.reads) > 1 and any(r[3] is not None for r in j.reads) for j in fm._joint)
+    assert any(len(j.block.subset) == 3 and len(j.reads) > 1 for j in fm._joint)
     X = _hostile_rows(1500)
     expected = _reference_sum(fm, X)
     assert fm.fixed_sum(X, chunk_rows=chunk_rows, n_jobs=n_jobs) == expected.tolist()
@@ -163,3 +166,28 @@ def test_index_counting_maps_default_to_one_thread_and_blas_maps_to_several():
     # one thread or several, the same integers
     X = _hostile_rows(700, seed=9)
     assert fm.fixed_sum(X) == fm.fixed_sum(X, n_jobs=3, chunk_rows=50) == _reference_sum(fm, X).tolist()
+
+
+def test_a_part_reading_other_rows_between_two_parts_sharing_the_chunk():
+    # a part that counts other rows than the chunk (here 1 - X) between parts that share the
+    # chunk's bins must neither read nor overwrite them
+    class Mirrored(dps.MarginalTables):
+        def _fixed_block_sum(self, X):
+            return super()._fixed_block_sum(1.0 - X)
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    X = np.column_stack([rng.uniform(-0.1, 1.1, n), rng.integers(0, 4, n)]).astype(float)
+    X[rng.random(n) < 0.05, 0] = np.nan
+    spec = {
+        "bounds": ([0, 0], [1, 3]),
+        "subsets": [0, (0, 1), 1],
+        "bins": [[8], [8, 4], [4]],
+        "categorical": [1],
+    }
+    a, mirrored = dps.MarginalTables(**spec), Mirrored(**spec)
+    comp = dps.Composite([a, mirrored, a.take([1, 0])], weights=[1.0, 1.0, 1.0])
+    parts = [_reference_sum(a, X), _reference_sum(a, 1.0 - X), _reference_sum(a.take([1, 0]), X)]
+    expected = np.concatenate([p.multiplier * r for p, r in zip(comp._plans, parts)])
+    for chunk_rows in (64, 1000, 5000):
+        assert comp.fixed_sum(X, chunk_rows=chunk_rows, n_jobs=1) == expected.tolist()
