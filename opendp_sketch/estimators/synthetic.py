@@ -673,9 +673,10 @@ class SyntheticDecoder:
         if j in self.discrete_:
             return vals
         e = self.edges_[j]
-        if e is not None:
+        if e is not None:  # Generator.uniform(e[c], e[c + 1])'s own draw, low + width · U[0, 1)
             c = cell_of(e, vals)
-            return rng.uniform(e[c], e[c + 1])
+            low = e[c]
+            return low + (e[c + 1] - low) * rng.random(vals.size)
         h = self.bandwidth * (hi - lo) * 0.7**r
         v = vals + rng.normal(0.0, h, size=vals.size)
         v = np.where(v < lo, 2 * lo - v, v)  # reflect into the box, then clip what is still outside
@@ -734,7 +735,7 @@ class SyntheticDecoder:
             running = np.concatenate([[0.0], np.cumsum(start[child][order])])
             total = running[edges[1:]] - running[edges[:-1]]
             u = rng.uniform(size=n)
-            weighted = _search(running, running[edges[b]] + u * total[b]) - 1
+            weighted = _search_within(running, edges, b, u, total)
             even = edges[b] + np.floor(u * size[b]).astype(np.int64)
             at = np.clip(
                 np.where(total[b] > 0, weighted, even), edges[b], np.maximum(edges[b + 1] - 1, edges[b])
@@ -826,6 +827,38 @@ def _search(a: np.ndarray, keys: np.ndarray) -> np.ndarray:
     order = np.argsort(keys)
     out = np.empty(keys.size, dtype=np.intp)
     out[order] = a.searchsorted(keys[order], side="right")
+    return out
+
+
+def _search_within(
+    running: np.ndarray, edges: np.ndarray, b: np.ndarray, u: np.ndarray, total: np.ndarray
+) -> np.ndarray:
+    """``running.searchsorted(running[edges[b]] + u · total[b], side="right") − 1`` wherever
+    the answer lies in ``[edges[b], edges[b + 1] − 1]`` (elsewhere within ``[edges[b],
+    edges[b + 1]]``): each cell's keys searched in its own stretch of the running sums
+    ``running[edges[c] : edges[c + 1] + 1]``, a few thousand sums that stay in cache.
+
+    ``running`` is non-decreasing and every key of cell ``c`` is at least ``running[edges[c]]``,
+    so every sum before the stretch is counted by both searches; a key past the stretch (a
+    rounding at its top) gives ``edges[c + 1]`` here, which :meth:`_draw_along_forest` clips
+    as it clips the whole search's larger answer.
+
+    >>> running = np.array([0.0, 0.1, 0.3, 0.3, 0.6, 1.0])
+    >>> edges, b = np.array([0, 2, 5]), np.array([1, 0, 1, 1])
+    >>> u, total = np.array([0.5, 0.9, 0.0, 0.99]), running[edges[1:]] - running[edges[:-1]]
+    >>> _search_within(running, edges, b, u, total).tolist()
+    [4, 1, 3, 4]
+    >>> (running.searchsorted(running[edges[b]] + u * total[b], side="right") - 1).tolist()
+    [4, 1, 3, 4]
+    """
+    out = np.empty(b.size, dtype=np.intp)
+    order = np.argsort(b.astype(np.int16 if edges.size <= 2**15 else np.int64), kind="stable")
+    bounds = np.searchsorted(b[order], np.arange(edges.size))
+    for c in range(edges.size - 1):
+        at = order[bounds[c] : bounds[c + 1]]
+        if at.size:
+            keys = running[edges[c]] + u[at] * total[c]
+            out[at] = edges[c] + running[edges[c] : edges[c + 1] + 1].searchsorted(keys, side="right") - 1
     return out
 
 
