@@ -86,6 +86,8 @@ def chunk_memo(X: np.ndarray) -> dict[Any, Any] | None:
     other array. Maps keep there what is a pure function of the chunk and public parameters
     (e.g. a column's bins), keyed by those parameters, so the parts compute it once. The worker
     starts a fresh dict for each chunk and never changes a chunk once filled (maps only read it).
+    When the sum clips (``clip=``), ``memo["clip"]`` is that box, one ``(lower, upper)`` value per
+    column: every value of the chunk's column ``j`` lies in it (NaN went to the lower bound).
 
     :example:
 
@@ -296,6 +298,9 @@ class FeatureMap(ABC):
             clip = (np.asarray(clip[0], dtype=np.float64), np.asarray(clip[1], dtype=np.float64))
         n = X.shape[0]
         starts = iter(range(0, n, chunk_rows))
+        box = None
+        if clip is not None:
+            box = tuple(np.broadcast_to(c, (X.shape[1],)) for c in clip)
         lock = threading.Lock()
 
         def next_start() -> int | None:
@@ -317,7 +322,7 @@ class FeatureMap(ABC):
                         else:  # fmax/fmin send NaN to the lower bound and clip ±inf
                             np.fmax(X[s : s + rows], clip[0], out=chunk)
                             np.fmin(chunk, clip[1], out=chunk)
-                        _THREAD_STATE.memo = (chunk, {})  # this chunk's (see chunk_memo)
+                        _THREAD_STATE.memo = (chunk, {} if box is None else {"clip": box})  # see chunk_memo
                         acc.add(self._fixed_block_sum(chunk))
             finally:
                 _THREAD_STATE.scratch, _THREAD_STATE.memo = outer, outer_memo

@@ -519,7 +519,9 @@ class MarginalTables(OneHotFeatureMap):
             raise ValueError(f"column ({column!r}) must be an index in [0, {self.dim - 1}]")
         return int(column), _check_bins_value(bins, int(column), self.categories)
 
-    def _column_bins(self, x: np.ndarray, j: int, b: int, name: Any = None) -> np.ndarray:
+    def _column_bins(
+        self, x: np.ndarray, j: int, b: int, name: Any = None, inside: bool = False
+    ) -> np.ndarray:
         """Bin of each value of column ``j`` at ``b`` equal bins (codes: the nearest code), as
         ``int64`` in ``[0, b)``; NaN to the lowest bin, ``±inf`` and outside values clipped.
 
@@ -527,30 +529,38 @@ class MarginalTables(OneHotFeatureMap):
         truncating cast is the floor, and with ``lo = 0, hi = 1`` (a schema's unit box) the
         subtraction and division are exact and skipped. A NaN ratio (an overflowing range)
         casts to some integer that the final clip sends into ``[0, b)``. ``name``: the result
-        goes to that :func:`scratch_array` (inside a sum, so it does not allocate).
+        goes to that :func:`scratch_array` (inside a sum, so it does not allocate). ``inside``:
+        the caller knows every value lies in ``[lo, hi]`` (no NaN), where ``fmax``/``fmin`` are
+        the identity (a signed zero may keep its sign, which no bin depends on), so they are skipped.
         """
         lo, hi = self.lower[j], self.upper[j]
+        xc = scratch_array("marginals.x", x.shape)
         with np.errstate(invalid="ignore"):
-            # fmax/fmin send NaN to the lower bound and clip ±inf
-            xc = np.fmax(x, lo, out=scratch_array("marginals.x", x.shape))
-            np.fmin(xc, hi, out=xc)
+            src = x
+            if not inside:  # fmax/fmin send NaN to the lower bound and clip ±inf
+                src = np.fmax(x, lo, out=xc)
+                np.fmin(xc, hi, out=xc)
             if j in self.categories:
-                np.rint(xc, out=xc)
+                np.rint(src, out=xc)
                 xc -= lo
-            else:  # (xc - lo) / (hi - lo) lies in [0, 1]: rounding is monotone and the width finite
-                if lo != 0.0 or hi != 1.0:
-                    xc -= lo
-                    xc /= hi - lo
+            elif lo != 0.0 or hi != 1.0:  # (xc - lo) / (hi - lo) lies in [0, 1]: monotone rounding
+                np.subtract(src, lo, out=xc)
+                xc /= hi - lo
                 xc *= b
+            else:
+                np.multiply(src, b, out=xc)
             idx = np.empty(x.shape, np.int64) if name is None else scratch_array(name, x.shape, np.int64)
             np.copyto(idx, xc, casting="unsafe")  # astype's cast, into idx
         return np.clip(idx, 0, b - 1, out=idx)  # the upper edge belongs to the last bin
 
-    def _cut_bins(self, x: np.ndarray, j: int, cuts: tuple[float, ...]) -> np.ndarray:
+    def _cut_bins(self, x: np.ndarray, j: int, cuts: tuple[float, ...], inside: bool = False) -> np.ndarray:
         """Bin of each value at explicit cut points: ``[lo, c₁), [c₁, c₂), …, [c_k, hi]``; NaN to
-        the lowest bin, ``±inf`` and outside values clipped to the end bins."""
-        with np.errstate(invalid="ignore"):
-            xc = np.fmin(np.fmax(x, self.lower[j]), self.upper[j])
+        the lowest bin, ``±inf`` and outside values clipped to the end bins (``inside``: as in
+        :meth:`_column_bins`)."""
+        xc = x
+        if not inside:
+            with np.errstate(invalid="ignore"):
+                xc = np.fmin(np.fmax(x, self.lower[j]), self.upper[j])
         return np.searchsorted(np.asarray(cuts), xc, side="right").astype(np.int64, copy=False)
 
     def _column_key(self, j: int, b: int, cuts: Any) -> tuple[Any, ...]:
@@ -566,7 +576,13 @@ class MarginalTables(OneHotFeatureMap):
         if out is None:
             x = X[:, j]
             name = None if _LOCAL in memo else key
-            out = memo[key] = self._column_bins(x, j, b, name) if cuts is None else self._cut_bins(x, j, cuts)
+            box = memo.get("clip")  # the box the sum clipped the chunk into, if it did
+            inside = box is not None and self.lower[j] <= box[0][j] <= box[1][j] <= self.upper[j]
+            out = memo[key] = (
+                self._column_bins(x, j, b, name, inside)
+                if cuts is None
+                else self._cut_bins(x, j, cuts, inside)
+            )
         return out
 
     def _block_cells(self, X: np.ndarray, memo: dict[Any, Any], blk: MarginalBlock) -> np.ndarray:

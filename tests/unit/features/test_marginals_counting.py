@@ -191,3 +191,22 @@ def test_a_part_reading_other_rows_between_two_parts_sharing_the_chunk():
     expected = np.concatenate([p.multiplier * r for p, r in zip(comp._plans, parts)])
     for chunk_rows in (64, 1000, 5000):
         assert comp.fixed_sum(X, chunk_rows=chunk_rows, n_jobs=1) == expected.tolist()
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_a_sum_clipping_into_a_box_inside_or_beyond_the_maps(n_jobs):
+    # columns clipped into a box inside the map's bounds skip the map's own clip; a box wider than
+    # them (column 1) or crossing them (column 3) keeps it: the integers are the rule's either way
+    fm = _map()
+    X = _hostile_rows(1200, seed=21)
+    lo = np.array([0.0, -7.0, 0.0, 0.2])
+    hi = np.array([0.5, 7.0, 3.0, 1.5])
+    clipped = np.fmin(np.fmax(X, lo), hi)
+    expected = _reference_sum(fm, clipped).tolist()
+    for chunk_rows in (1, 100, 4096):
+        assert fm.fixed_sum(X, clip=(lo, hi), chunk_rows=chunk_rows, n_jobs=n_jobs) == expected
+    # a scalar box broadcasts to every column
+    assert (
+        fm.fixed_sum(X, clip=(0.0, 1.0), n_jobs=n_jobs)
+        == _reference_sum(fm, np.fmin(np.fmax(X, 0.0), 1.0)).tolist()
+    )
