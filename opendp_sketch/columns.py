@@ -121,10 +121,13 @@ class Numeric:
     def unit(self, values: Any) -> np.ndarray:
         """Values in user units → coordinates in ``[0, 1]`` (clipped; NaN stays NaN)."""
         with np.errstate(invalid="ignore", over="ignore"):
-            t = np.clip((np.asarray(values, dtype=np.float64) - self.lower) / self.width, 0.0, 1.0)
+            v = np.asarray(values, dtype=np.float64)
+            t = np.subtract(v, self.lower, out=np.empty(v.shape))  # a fresh array, then in place
+            t /= self.width
+            np.clip(t, 0.0, 1.0, out=t)
         if self.scale == "log":
             return np.log1p(t / LOG_KNEE) / _LOG_SPAN
-        return t
+        return t if t.ndim else t[()]  # a scalar for a scalar, as numpy's expressions give
 
     def value(self, u: Any) -> np.ndarray:
         """Coordinates → user units (unrounded), the inverse of :meth:`unit` on ``[0, 1]``."""

@@ -307,6 +307,15 @@ class Schema:
                     v.is_infinite().sum().alias(f"{name}\0inf"),
                     ((v < col.lower) | (v > col.upper)).sum().alias(f"{name}\0outside"),
                 ]
+            elif isinstance(col, Categorical) and _text_labels_only(dtypes[name], col):
+                # code_expr's code is null exactly where the text is not a label: is_in says so
+                # without building the codes (3x faster on 10⁷ rows)
+                exprs += [
+                    c.is_null().sum().alias(f"{name}\0null"),
+                    (c.is_not_null() & ~c.is_in(list(col.labels)).fill_null(False))
+                    .sum()
+                    .alias(f"{name}\0unknown"),
+                ]
             else:
                 code = (
                     code_expr(name, dtypes[name], col)
@@ -393,11 +402,13 @@ class Schema:
                 continue
             s = read.get_column(name)
             if isinstance(col, Numeric):
-                v = s.to_numpy().astype(np.float64, copy=True)
-                fill = col.lower if col.impute is None else col.impute
-                gone = np.isnan(v)
-                v[gone] = fill
-                out[:, j] = col.unit(v)
+                # unit is elementwise and NaN only at NaN (±inf and huge values clip to 0 or 1), so
+                # filling its NaNs with unit(fill) is filling the values with fill first
+                u = col.unit(s.to_numpy())
+                gone = np.isnan(u)
+                if gone.any():
+                    u[gone] = col.unit(np.array([col.lower if col.impute is None else col.impute]))[0]
+                out[:, j] = u
                 if col.null_state:
                     missing[name] = gone.astype(np.float64)
             elif isinstance(col, Categorical):
@@ -421,6 +432,8 @@ class Schema:
             dtype = dtypes.get(name, pl.Null)
             if isinstance(col, Numeric):
                 exprs.append(value_expr(name, dtype, col).alias(name))
+            elif isinstance(col, Categorical) and _text_labels_only(dtype, col):
+                exprs.append(text_codes(name, col).alias(name))
             elif isinstance(col, Categorical):
                 exprs.append(code_expr(name, dtype, col).alias(name))
             else:
@@ -506,6 +519,23 @@ def _numeric_series(name: str, x: np.ndarray, col: Numeric) -> pl.Series:
     if col.time == "datetime":
         return pl.Series(name, np.rint(x * 1e6).astype(np.int64)).cast(pl.Datetime("us"))
     return pl.Series(name, np.rint(x).astype(np.int64)) if col.integer else pl.Series(name, x)
+
+
+def _text_labels_only(dtype: Any, col: Categorical) -> bool:
+    """A String column whose labels include no number: :func:`code_expr` then matches the
+    value's text to the labels exactly, and nothing else."""
+    return dtype == pl.String and not col.numeric_labels
+
+
+def text_codes(name: str, col: Categorical) -> pl.Expr:
+    """:func:`code_expr` of a String column whose labels include no number, by Polars' Enum cast:
+    the same Int64 codes (a label's position where the text equals it; null for nulls and for
+    text that is no label, which the non-strict cast never refuses), about 2x faster.
+
+    >>> pl.DataFrame({"c": ["b", "zz", None, "a"]}).select(text_codes("c", Categorical(["a", "b"]))).to_series().to_list()
+    [1, None, None, 0]
+    """
+    return pl.col(name).cast(pl.Enum(list(col.labels)), strict=False).to_physical().cast(pl.Int64)
 
 
 def sum_problems(parts: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
