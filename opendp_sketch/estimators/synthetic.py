@@ -735,7 +735,7 @@ class SyntheticDecoder:
             running = np.concatenate([[0.0], np.cumsum(start[child][order])])
             total = running[edges[1:]] - running[edges[:-1]]
             u = rng.uniform(size=n)
-            weighted = _search_within(running, edges, b, u, total)
+            weighted = _search(running, running[edges[b]] + u * total[b]) - 1
             even = edges[b] + np.floor(u * size[b]).astype(np.int64)
             at = np.clip(
                 np.where(total[b] > 0, weighted, even), edges[b], np.maximum(edges[b + 1] - 1, edges[b])
@@ -827,38 +827,6 @@ def _search(a: np.ndarray, keys: np.ndarray) -> np.ndarray:
     order = np.argsort(keys)
     out = np.empty(keys.size, dtype=np.intp)
     out[order] = a.searchsorted(keys[order], side="right")
-    return out
-
-
-def _search_within(
-    running: np.ndarray, edges: np.ndarray, b: np.ndarray, u: np.ndarray, total: np.ndarray
-) -> np.ndarray:
-    """``running.searchsorted(running[edges[b]] + u · total[b], side="right") − 1`` wherever
-    the answer lies in ``[edges[b], edges[b + 1] − 1]`` (elsewhere within ``[edges[b],
-    edges[b + 1]]``): each cell's keys searched in its own stretch of the running sums
-    ``running[edges[c] : edges[c + 1] + 1]``, a few thousand sums that stay in cache.
-
-    ``running`` is non-decreasing and every key of cell ``c`` is at least ``running[edges[c]]``,
-    so every sum before the stretch is counted by both searches; a key past the stretch (a
-    rounding at its top) gives ``edges[c + 1]`` here, which :meth:`_draw_along_forest` clips
-    as it clips the whole search's larger answer.
-
-    >>> running = np.array([0.0, 0.1, 0.3, 0.3, 0.6, 1.0])
-    >>> edges, b = np.array([0, 2, 5]), np.array([1, 0, 1, 1])
-    >>> u, total = np.array([0.5, 0.9, 0.0, 0.99]), running[edges[1:]] - running[edges[:-1]]
-    >>> _search_within(running, edges, b, u, total).tolist()
-    [4, 1, 3, 4]
-    >>> (running.searchsorted(running[edges[b]] + u * total[b], side="right") - 1).tolist()
-    [4, 1, 3, 4]
-    """
-    out = np.empty(b.size, dtype=np.intp)
-    order = np.argsort(b.astype(np.int16 if edges.size <= 2**15 else np.int64), kind="stable")
-    bounds = np.searchsorted(b[order], np.arange(edges.size))
-    for c in range(edges.size - 1):
-        at = order[bounds[c] : bounds[c + 1]]
-        if at.size:
-            keys = running[edges[c]] + u[at] * total[c]
-            out[at] = edges[c] + running[edges[c] : edges[c + 1] + 1].searchsorted(keys, side="right") - 1
     return out
 
 
