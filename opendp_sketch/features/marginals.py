@@ -571,7 +571,11 @@ class MarginalTables(OneHotFeatureMap):
         """Bins of column ``j`` of ``X`` (``b`` equal bins, or ``cuts``), once per ``memo``: the key
         names everything the bins depend on (the column, its bounds, its kind, bins and cuts), so
         maps of other bounds sharing a chunk's memo never read each other's."""
-        key = ("bins", *self._column_key(j, b, cuts))
+        return self._codes_of(X, memo, (("bins", *self._column_key(j, b, cuts)), j, b, cuts))
+
+    def _codes_of(self, X: np.ndarray, memo: dict[Any, Any], spec: tuple[Any, ...]) -> np.ndarray:
+        """:meth:`_codes` from ``(key, column, bins, cuts)`` (a block's recipe holds them)."""
+        key, j, b, cuts = spec
         out = memo.get(key)
         if out is None:
             x = X[:, j]
@@ -585,18 +589,31 @@ class MarginalTables(OneHotFeatureMap):
             )
         return out
 
+    def _recipe(self, blk: MarginalBlock) -> tuple[tuple[Any, ...], tuple[tuple[Any, ...], ...]]:
+        """How :meth:`_block_cells` forms ``blk``'s cells, built once per block: the first
+        column's bins, then per further column the memo key of the scaled leading cells, the
+        column's bins ``b`` and its bins' spec."""
+        cache = self.__dict__.setdefault("_recipe_cache", {})
+        recipe = cache.get(blk)
+        if recipe is None:
+            cols = [(j, b, blk.column_cuts(k)) for k, (j, b) in enumerate(zip(blk.subset, blk.shape))]
+            specs = [(("bins", *self._column_key(j, b, c)), j, b, c) for j, b, c in cols]
+            steps = []
+            lead: tuple[Any, ...] = ("lead", *specs[0][0][1:])
+            for spec in specs[1:]:
+                key = (*lead, spec[2])
+                steps.append((key, spec[2], spec))
+                lead = (*key, *spec[0][1:])
+            recipe = cache[blk] = (specs[0], tuple(steps))
+        return recipe
+
     def _block_cells(self, X: np.ndarray, memo: dict[Any, Any], blk: MarginalBlock) -> np.ndarray:
         """Each row's cell within table ``blk`` (C order, offset not added), from the memo's bins:
         a table's leading columns' scaled bins (``bins_a · b₂``, shared by the tables that start
         with them) are kept in the memo too."""
-        cols = list(zip(blk.subset, blk.shape, [blk.column_cuts(k) for k in range(len(blk.shape))]))
-        j, b, c = cols[0]
-        cell = self._codes(X, memo, j, b, c)
-        if len(cols) == 1:
-            return cell
-        lead: tuple[Any, ...] = ("lead", *self._column_key(j, b, c))
-        for k, (j, b, c) in enumerate(cols[1:]):
-            key = (*lead, b)
+        first, steps = self._recipe(blk)
+        cell = self._codes_of(X, memo, first)
+        for k, (key, b, spec) in enumerate(steps):
             scaled = memo.get(key)
             if scaled is None:
                 into = (
@@ -605,12 +622,11 @@ class MarginalTables(OneHotFeatureMap):
                     else scratch_array(key, cell.shape, np.int64)
                 )
                 scaled = memo[key] = np.multiply(cell, b, out=into)
-            nxt = self._codes(X, memo, j, b, c)
-            if k == len(cols) - 2:
+            nxt = self._codes_of(X, memo, spec)
+            if k == len(steps) - 1:
                 cell = np.add(scaled, nxt, out=scratch_array("marginals.cell", scaled.shape, np.int64))
             else:
                 cell = scaled + nxt
-                lead = (*key, *self._column_key(j, b, c))
         return cell
 
     def _flat(self, X: np.ndarray) -> np.ndarray:
