@@ -667,6 +667,23 @@ class SyntheticDecoder:
         idx = np.minimum(_search(cdf, rng.random(size)), X.shape[0] - 1)
         return self._spread(X[idx, j], j, rng, 0)
 
+    def _independent(
+        self, X: np.ndarray, j: int, draw: tuple[np.ndarray, np.ndarray, np.ndarray | None], at: np.ndarray
+    ) -> np.ndarray:
+        """The values :meth:`_marginal_draw` gives column ``j`` at the points ``at`` from its
+        running sums and uniforms ``draw = (cdf, uniforms of the pick, uniforms in the cell)``
+        (``None``: a discrete column, not spread): every step is elementwise, so a subset of
+        the points gets the same values as the whole draw."""
+        cdf, pick, inside = draw
+        vals = X[np.minimum(cdf.searchsorted(pick[at], side="right"), X.shape[0] - 1), j]
+        if inside is None:
+            return vals
+        e = self.edges_[j]
+        assert e is not None  # lazy draws are made for discrete columns and columns with cells
+        c = cell_of(e, vals)
+        low = e[c]
+        return low + (e[c + 1] - low) * inside[at]
+
     def _spread(self, vals: np.ndarray, j: int, rng: np.random.Generator, r: int) -> np.ndarray:
         """Redraw values uniformly inside their public cell, or jitter a cell-less column."""
         lo, hi = self.lower_[j], self.upper_[j]
@@ -699,7 +716,12 @@ class SyntheticDecoder:
         )
 
     def _draw_along_forest(
-        self, new: np.ndarray, X: np.ndarray, start: list[np.ndarray], rng: np.random.Generator
+        self,
+        new: np.ndarray,
+        X: np.ndarray,
+        start: list[np.ndarray],
+        rng: np.random.Generator,
+        lazy: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None = None,
     ) -> None:
         """Redraw each child column of :func:`released_forest` given its parent's cell, in place.
 
@@ -710,7 +732,9 @@ class SyntheticDecoder:
         by ``start[child]``) and spread in its public cell. Parents are drawn before children
         (breadth-first), so a chain of pairs carries its dependence along, as a tree-shaped model
         does. A cell with no starting point keeps the independent draw (two points sit in every
-        public cell, so this is the rare case of a table coarser than nothing)."""
+        public cell, so this is the rare case of a table coarser than nothing). ``lazy`` holds,
+        per child whose independent draw was not made, that draw's running sums and uniforms
+        (:meth:`_independent`): it is made for those points only."""
         n = int(new.shape[0])
         fm = self._forest_map
         bins_x: dict[tuple[Any, ...], np.ndarray] = {}  # each column binning of X, computed once
@@ -740,7 +764,14 @@ class SyntheticDecoder:
             at = np.clip(
                 np.where(total[b] > 0, weighted, even), edges[b], np.maximum(edges[b + 1] - 1, edges[b])
             )
-            vals = np.where(size[b] > 0, X[order[np.minimum(at, order.size - 1)], child], new[:, child])
+            vals = X[order[np.minimum(at, order.size - 1)], child]
+            empty = size[b] == 0
+            if empty.any():
+                vals[empty] = (
+                    new[empty, child]
+                    if lazy is None or child not in lazy
+                    else self._independent(X, child, lazy[child], empty)
+                )
             new[:, child] = self._spread(vals, child, rng, 0)
 
     def _keep_every_cell(self, X: np.ndarray, rng: np.random.Generator) -> None:
@@ -771,9 +802,20 @@ class SyntheticDecoder:
         n, d = X.shape
         if r == 1:  # start from the fitted (or released) 1-way marginals: columns drawn independently
             cdfs = [_running(v) for v in w] if isinstance(w, list) else [_running(w)] * d
-            new = np.column_stack([self._marginal_draw(X, cdfs[j], j, n, rng) for j in range(d)])
-            if isinstance(w, list) and getattr(self, "_forest", None):
-                self._draw_along_forest(new, X, w, rng)  # then children again, given their parent
+            forest = isinstance(w, list) and bool(getattr(self, "_forest", None))
+            children = {edge[1] for edge in self._forest} if forest else set()
+            # a child's independent draw is kept only where the forest finds no starting point:
+            # its uniforms are drawn here (the same random stream), its values where needed
+            lazy: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+            new = np.empty((n, d))
+            for j in range(d):
+                if j in children and (j in self.discrete_ or self.edges_[j] is not None):
+                    pick = np.asarray(rng.random(n))
+                    lazy[j] = (cdfs[j], pick, None if j in self.discrete_ else np.asarray(rng.random(n)))
+                else:
+                    new[:, j] = self._marginal_draw(X, cdfs[j], j, n, rng)
+            if forest and isinstance(w, list):
+                self._draw_along_forest(new, X, w, rng, lazy)  # then children, given their parent
         else:  # systematic resampling ∝ w: each point is copied about n·w_i times
             idx = np.minimum(np.searchsorted(np.cumsum(w), (rng.uniform() + np.arange(n)) / n), n - 1)
             new = X[idx]

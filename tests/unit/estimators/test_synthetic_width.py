@@ -62,3 +62,18 @@ def test_faster_draws_are_the_same_draws():
     c = rng.integers(0, 16, size=5000)
     ours = e[c] + (e[c + 1] - e[c]) * np.random.default_rng(9).random(c.size)
     np.testing.assert_array_equal(ours, np.random.default_rng(9).uniform(e[c], e[c + 1]))
+
+
+def test_a_deferred_draw_is_the_draw_at_those_points(sketch, monkeypatch):
+    """A child column's independent draw made later for a few points (from the uniforms drawn
+    in its turn) equals the whole draw at those points: the random stream is unchanged."""
+    dec = decode(sketch, monkeypatch)
+    X, w = dec.samples_, dec.weights_
+    cdf = synthetic._running(w)
+    for j in range(X.shape[1]):
+        whole = dec._marginal_draw(X, cdf, j, X.shape[0], np.random.default_rng(j))
+        rng = np.random.default_rng(j)
+        pick = rng.random(X.shape[0])
+        inside = None if j in dec.discrete_ else rng.random(X.shape[0])
+        at = np.random.default_rng(100 + j).uniform(size=X.shape[0]) < 0.1
+        np.testing.assert_array_equal(dec._independent(X, j, (cdf, pick, inside), at), whole[at])
