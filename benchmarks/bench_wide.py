@@ -20,6 +20,8 @@ One run's ratio of two decodes moves with the machine's load (2.7× to 4.5× at 
 shared 2-core machine), so the decode ratio and the choice's share are also measured in ``--pairs
 K`` alternated rounds (10 and widest decodes in turn; release with and without the choice in
 turn), each a fresh process; the targets read the median of the K ratios, min and max beside it.
+Each release draws its own noise and the decode's steps follow it (224 to 685 steps on saved
+releases), so the rounds also report the ratio per step.
 
 Usage: ``python benchmarks/bench_wide.py [--quick] [--out-dir DIR] [--pairs K]`` (``--quick``:
 n = 10⁴, d = 10, 40; ``--pairs`` default 5, 1 with ``--quick``). Writes
@@ -85,7 +87,12 @@ def setup(config: dict[str, Any]):
     sk = dps.release_sketch(frame, schema=schema, epsilon=1.0)
 
     os.environ["OPENDP_SKETCH_CACHE"] = "off"  # decode afresh
-    return lambda: dps.M2M(sk).samples.shape[0]
+
+    def decode() -> dict[str, int]:
+        est = dps.M2M(sk)
+        return {"points": int(est.samples.shape[0]), "steps": int(est.decoder.n_iter_)}
+
+    return decode
 
 
 def main() -> None:
@@ -96,7 +103,7 @@ def main() -> None:
     own, rest = extra.parse_known_args()
     args = C.parse_args(__doc__.splitlines()[0], rest)
     if args.child is not None:
-        C.child_main(args.child, setup, post=lambda cfg, out: int(out))
+        C.child_main(args.child, setup, post=lambda cfg, out: out if isinstance(out, dict) else int(out))
         return
     cfg = QUICK if args.quick else FULL
     info = C.machine_info()
@@ -109,12 +116,18 @@ def main() -> None:
     narrow, wide = cfg["widths"][0], (80 if 80 in cfg["widths"] else cfg["widths"][-1])
     widest = max(cfg["widths"])
     decode_ratios: list[float] = []
+    step_ratios: list[float] = []  # the same per mirror-descent step: the noise draw sets the steps
+    rounds_seen: list[list[Any]] = []
     choice_ratios: list[float] = []
     for k in range(own.pairs if own.pairs is not None else (1 if args.quick else 5)):
         C.progress(f"round {k + 1}: decodes at {narrow} and {wide} columns, releases at {widest} in turn")
         a = C.run_child(__file__, {"n": cfg["n"], "d": narrow, "mode": "decode"})
         b = C.run_child(__file__, {"n": cfg["n"], "d": wide, "mode": "decode"})
         decode_ratios.append(b["cpu_s"] / a["cpu_s"])
+        step_ratios.append(decode_ratios[-1] * a["result"]["steps"] / b["result"]["steps"])
+        rounds_seen.append(
+            [k + 1, C.fmt(a["cpu_s"]), a["result"]["steps"], C.fmt(b["cpu_s"]), b["result"]["steps"]]
+        )
         with_choice = C.run_child(__file__, {"n": cfg["n"], "d": widest, "mode": "release"})
         without = C.run_child(__file__, {"n": cfg["n"], "d": widest, "mode": "no_choice"})
         choice_ratios.append((with_choice["cpu_s"] - without["cpu_s"]) / without["cpu_s"])
@@ -137,7 +150,8 @@ def main() -> None:
                 C.fmt(r["decode"]["cpu_s"]),
                 f"{r['decode']['cpu_s'] / base:.2f}×",
                 f"{r['decode']['peak_extra_mb']:,.0f}",
-                f"{r['decode']['result']:,}",
+                f"{r['decode']['result']['points']:,}",
+                f"{r['decode']['result']['steps']:,}",
             ]
         )
     at80 = results.get(80, results[widest])
@@ -195,6 +209,7 @@ def main() -> None:
                     "× 10 columns",
                     "decode peak MB",
                     "points",
+                    "steps",
                 ],
                 rows,
             ),
@@ -203,13 +218,24 @@ def main() -> None:
             "",
             C.md_table(["target", "measured", "met"], targets),
             "",
+            "## The decode's alternated rounds",
+            "",
+            "Each round releases a fresh sketch at both widths; the mirror-descent steps a decode takes "
+            "follow that release's noise, so the ratio per step (CPU ÷ steps at the wide table over the "
+            f"same at {narrow} columns) isolates the cost of a step and the draws around it: "
+            f"{spread(step_ratios)}.",
+            "",
+            C.md_table(
+                ["round", f"{narrow} columns CPU s", "steps", f"{wide} columns CPU s", "steps"], rounds_seen
+            ),
+            "",
             "```json",
             json.dumps(
                 {
                     d: {m: {k: v[k] for k in ("cpu_s", "time_s", "peak_extra_mb")} for m, v in r.items()}
                     for d, r in results.items()
                 }
-                | {"decode_ratios": decode_ratios, "choice_ratios": choice_ratios}
+                | {"decode_ratios": decode_ratios, "step_ratios": step_ratios, "choice_ratios": choice_ratios}
             ),
             "```",
         ]
