@@ -14,6 +14,7 @@ from the data. It is evaluated two ways:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -328,11 +329,13 @@ class FeatureMap(ABC):
                 _THREAD_STATE.scratch, _THREAD_STATE.memo = outer, outer_memo
             return acc
 
-        jobs = n_jobs if n_jobs is not None else (min(_usable_cpus(), 4) if self._threads_pay() else 1)
+        threads_pay = self._threads_pay()
+        jobs = n_jobs if n_jobs is not None else (min(_usable_cpus(), 4) if threads_pay else 1)
         jobs = max(1, min(jobs, -(-n // chunk_rows)))
         # chunk products are small: BLAS threads would only oversubscribe the cores our own
-        # workers use (measured: 2x slower on 2 cores), so BLAS runs single-threaded here
-        with single_threaded_blas():
+        # workers use (measured: 2x slower on 2 cores), so BLAS runs single-threaded here; a map
+        # that runs no BLAS skips the limit (0.1 ms a call, once per streamed batch)
+        with single_threaded_blas() if threads_pay or jobs > 1 else contextlib.nullcontext():
             if jobs == 1:
                 return worker()
             # numpy releases the GIL in its kernels; each thread pulls chunks and keeps its own
@@ -347,8 +350,8 @@ class FeatureMap(ABC):
     def _threads_pay(self) -> bool:
         """Whether more than one worker thread is the default (``n_jobs=None``): yes for maps whose
         chunk work is long calls that release the GIL (BLAS products, large ufuncs); a map made
-        of parts (``maps`` or ``feature_map``) asks its parts. One-hot maps say no (see
-        :meth:`OneHotFeatureMap._threads_pay`)."""
+        of parts (``maps`` or ``feature_map``) asks its parts. ``MarginalTables`` says no when
+        it counts indices (see :meth:`~opendp_sketch.MarginalTables._threads_pay`)."""
         parts = [getattr(self, "feature_map", None), *getattr(self, "maps", ())]
         inner = [p for p in parts if isinstance(p, FeatureMap)]
         return any(p._threads_pay() for p in inner) if inner else True
@@ -423,12 +426,6 @@ class OneHotFeatureMap(FeatureMap):
 
     def _int_bound(self, p: Literal[1, 2]) -> int:
         return self._ones_per_row()
-
-    def _threads_pay(self) -> bool:
-        # counting indices is many short numpy calls (bincount holds the GIL): a second thread
-        # only contends for the GIL and the cache. Measured on the tall table (issue 40, 2 cores,
-        # 2·10⁶ rows): 0.90-0.98 s CPU with threads against 0.69-0.74 s with one, wall no faster
-        return False
 
     def _row_width(self) -> int:
         # chunks hold indices of the ones (RACE: one per LSH row), never a dense row

@@ -551,6 +551,8 @@ class MarginalTables(OneHotFeatureMap):
                 np.multiply(src, b, out=xc)
             idx = np.empty(x.shape, np.int64) if name is None else scratch_array(name, x.shape, np.int64)
             np.copyto(idx, xc, casting="unsafe")  # astype's cast, into idx
+        if inside:  # xc ≥ 0 there (x ≥ lo), so only the upper edge needs its bin
+            return np.minimum(idx, b - 1, out=idx)
         return np.clip(idx, 0, b - 1, out=idx)  # the upper edge belongs to the last bin
 
     def _cut_bins(self, x: np.ndarray, j: int, cuts: tuple[float, ...], inside: bool = False) -> np.ndarray:
@@ -693,7 +695,11 @@ class MarginalTables(OneHotFeatureMap):
         return self._gram_cache[0]
 
     def _threads_pay(self) -> bool:
-        return self._gram is not None  # the Gram product is BLAS; counting indices holds the GIL
+        """Threads by default only for the Gram product (BLAS). Counting indices is many short
+        numpy calls (bincount holds the GIL): a second thread only contends for the GIL and the
+        cache. Measured on the tall table (issue 40, 2 cores, 2·10⁶ rows): 0.90-0.98 s CPU with
+        threads against 0.69-0.74 s with one, wall no faster."""
+        return self._gram is not None
 
     def _row_width(self) -> int:
         gram = self._gram

@@ -160,6 +160,7 @@ def test_index_counting_maps_default_to_one_thread_and_blas_maps_to_several():
     fm = _map()
     rff = dps.RFF(dim=4, num_features=8, bandwidth=1.0, seed=0)
     assert not fm._threads_pay() and rff._threads_pay()
+    assert dps.RACE(dim=4, rows=3, buckets=8)._threads_pay()  # its projections run in BLAS
     assert not dps.Composite([fm, fm.take([0, 4])], weights=[1.0, 1.0])._threads_pay()
     assert dps.Composite([fm, rff], weights=[1.0, 1.0])._threads_pay()
     assert not dps.ByClass(fm, 3)._threads_pay()
