@@ -224,41 +224,72 @@ class _Joint(NamedTuple):
     reads: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...] | None], ...]
 
 
-def _reads(keys: Sequence[tuple[Any, ...]], unread: Sequence[int], axes: Sequence[Any]) -> list[int]:
-    """The unread blocks (by their axis keys) that a joint table with ``axes`` holds."""
-    have = set(axes)
-    return [i for i in unread if set(keys[i]) <= have]
+def _joint_axes(keys: Sequence[tuple[Any, ...]]) -> list[tuple[list[Any], list[int]]]:
+    """The greedy cover of :func:`_joint_layout`: per joint, its axes (keys) in order and the
+    blocks it reads (their positions in ``keys``, increasing). A joint
+    starts from the first block not yet read and takes, one at a time, the key that lets it read
+    the most unread blocks (ties: the first in order of appearance) while it stays within the
+    limits. An index from key to the unread blocks holding it makes a step cost the blocks
+    touching the joint's axes, not every unread block: a block the joint cannot read yet becomes
+    readable with key ``k`` exactly when ``k`` is its one key outside the axes."""
+    universe = {k: i for i, k in enumerate(dict.fromkeys(k for ks in keys for k in ks))}
+    sets = [frozenset(ks) for ks in keys]
+    holding: dict[Any, set[int]] = {k: set() for k in universe}
+    alone: dict[Any, int] = {}  # unread blocks whose only key is k (readable once k is an axis)
+    for i, ks in enumerate(sets):
+        for k in ks:
+            holding[k].add(i)
+        if len(ks) == 1:
+            (k,) = ks
+            alone[k] = alone.get(k, 0) + 1
+    read = [False] * len(keys)
+    first, out = 0, []
+    while first < len(keys):
+        axes = list(keys[first])
+        while len(axes) < JOINT_MAX_COLUMNS:
+            have = set(axes)
+            gain: dict[Any, int] = dict(alone)
+            for i in set().union(*(holding[a] for a in axes)):
+                rest = sets[i] - have
+                if len(rest) == 1:
+                    (k,) = rest
+                    gain[k] = gain.get(k, 0) + 1
+            cells = math.prod(a[1] for a in axes)
+            best, most = None, 0
+            for k, got in gain.items():
+                if got <= 0 or k in have or cells * k[1] > JOINT_MAX_CELLS:
+                    continue
+                if got > most or (got == most and best is not None and universe[k] < universe[best]):
+                    best, most = k, got
+            if best is None:
+                break
+            axes.append(best)
+        have = set(axes)
+        members = sorted(i for i in set().union(*(holding[a] for a in axes)) if sets[i] <= have)
+        for i in members:
+            read[i] = True
+            for k in sets[i]:
+                holding[k].discard(i)
+            if len(sets[i]) == 1:
+                (k,) = sets[i]
+                alone[k] -= 1
+        out.append((axes, members))
+        while first < len(keys) and read[first]:
+            first += 1
+    return out
 
 
 def _joint_layout(blocks: Sequence[MarginalBlock]) -> tuple[_Joint, ...]:
     """Blocks grouped into joint tables within the limits above (public: it reads the blocks
-    only). Greedy cover: a joint starts from the first block not yet read and takes, one at a
-    time, the axis of the map that lets it read the most unread blocks while it stays within the
-    limits. Every block is the marginal of its joint over the axes it lacks."""
+    only), by the greedy cover of :func:`_joint_axes`. Every block is the marginal of its joint
+    over the axes it lacks."""
 
     def keys_of(b: MarginalBlock) -> tuple[tuple[int, int, Any], ...]:
         return tuple((j, n, b.column_cuts(k)) for k, (j, n) in enumerate(zip(b.subset, b.shape)))
 
     keys = [keys_of(b) for b in blocks]
-    universe = list(dict.fromkeys(k for ks in keys for k in ks))
-    unread = list(range(len(blocks)))
     out = []
-    while unread:
-        axes = list(keys[unread[0]])
-
-        while len(axes) < JOINT_MAX_COLUMNS:
-            best, gain = None, len(_reads(keys, unread, axes))
-            for k in universe:
-                if k in axes or math.prod(a[1] for a in axes) * k[1] > JOINT_MAX_CELLS:
-                    continue
-                got = len(_reads(keys, unread, [*axes, k]))
-                if got > gain:
-                    best, gain = k, got
-            if best is None:
-                break
-            axes.append(best)
-        members = _reads(keys, unread, axes)
-        unread = [i for i in unread if i not in members]
+    for axes, members in _joint_axes(keys):
         shape = tuple(a[1] for a in axes)
         cuts = tuple(a[2] for a in axes)
         joint = MarginalBlock(
@@ -299,17 +330,25 @@ def _gram_layout(
     pairs = sum(len(b.subset) == 2 for b in blocks)
     if width > GRAM_MAX_WIDTH or pairs < GRAM_PAIRS_PER_INDICATOR * width:
         return None
-    rows, cols = [], []
-    for b, here in zip(blocks, starts):
-        if len(b.subset) == 1:
-            cells = np.arange(b.shape[0]) + here[0]
-            rows.append(cells)
-            cols.append(cells)
-        else:
-            a, c = np.meshgrid(np.arange(b.shape[0]), np.arange(b.shape[1]), indexing="ij")
-            rows.append(a.ravel() + here[0])  # C order: the cell index is a·b₂ + c
-            cols.append(c.ravel() + here[1])
-    return keys, width, np.concatenate(rows), np.concatenate(cols)
+    # the blocks of one shape at once (thousands of pairs share a few shapes), each block's cells
+    # at its place in feature order
+    sizes = [b.size for b in blocks]
+    at = np.cumsum([0, *sizes[:-1]], dtype=np.int64)
+    rows = np.empty(sum(sizes), dtype=np.int64)
+    cols = np.empty(sum(sizes), dtype=np.int64)
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, b in enumerate(blocks):
+        by_shape.setdefault(b.shape, []).append(i)
+    for shape, index in by_shape.items():
+        first = np.array([starts[i] for i in index], dtype=np.int64).reshape(len(index), -1)
+        where = at[index][:, None] + np.arange(math.prod(shape))
+        if len(shape) == 1:
+            cells = first[:, :1] + np.arange(shape[0])
+            rows[where], cols[where] = cells, cells
+        else:  # C order: the cell index is a·b₂ + c
+            rows[where] = first[:, :1] + np.repeat(np.arange(shape[0]), shape[1])
+            cols[where] = first[:, 1:2] + np.tile(np.arange(shape[1]), shape[0])
+    return keys, width, rows, cols
 
 
 @register_feature_map
@@ -656,9 +695,12 @@ class MarginalTables(OneHotFeatureMap):
             return self._joint_sum(X, memo)
         keys, width, rows_of, cols_of = gram
         H = np.zeros((X.shape[0], width), dtype=np.float32)
-        at = np.arange(X.shape[0])
-        for (j, b, cuts), start in keys.items():
-            H[at, start + self._codes(X, memo, j, b, cuts)] = 1.0
+        # every row's ones as flat positions, set in one call (not one fancy index per column)
+        ones = np.empty((X.shape[0], len(keys)), dtype=np.int64)
+        for k, ((j, b, cuts), start) in enumerate(keys.items()):
+            np.add(self._codes(X, memo, j, b, cuts), start, out=ones[:, k])
+        ones += (np.arange(X.shape[0], dtype=np.int64) * width)[:, None]
+        H.reshape(-1)[ones.reshape(-1)] = 1.0
         G = H.T @ H
         return np.rint(G[rows_of, cols_of]).astype(np.int64)
 
