@@ -39,7 +39,7 @@ from .plan import (
     weighted_map,
 )
 from .schema import Schema
-from .selection import Forest, make_independence_scores
+from .selection import Forest, make_independence_scores, noisy_max_scale
 from .sketch import Sketch
 
 __all__ = ["make_spanning_sketch", "make_row_estimated_sketch", "DEFAULT_ROWS_FRACTION"]
@@ -165,9 +165,7 @@ def make_spanning_sketch(
         )
 
     per_round = total * selection_fraction / rounds
-    noise = dp.binary_search_param(
-        lambda v: choose(range(len(candidates)), {}, v), d_in=d_in, d_out=per_round, T=float
-    )
+    noise = noisy_max_scale(measure, d_in, per_round)
     round_loss = choose(range(len(candidates)), {}, noise).map(d_in)
     # the release gets what the rounds left
     base = rest_budget(input_domain, input_metric, measure, d_in, [round_loss] * rounds, total)

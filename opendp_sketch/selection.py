@@ -45,6 +45,7 @@ __all__ = [
     "independence_score",
     "independence_scores",
     "make_independence_scores",
+    "noisy_max_scale",
     "Forest",
 ]
 
@@ -108,6 +109,30 @@ def independence_scores(sums: Any, blocks: Sequence[MarginalBlock]) -> np.ndarra
     return out
 
 
+_SPACE: list[tuple[dp.Domain, dp.Metric]] = []
+
+
+def _scores_space() -> tuple[dp.Domain, dp.Metric]:
+    """The scores' domain and metric, built once (a selection builds a query per round)."""
+    if not _SPACE:
+        _SPACE.append((dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)))
+    return _SPACE[0]
+
+
+def noisy_max_scale(measure: dp.Measure, d_in: int, d_out: float) -> float:
+    """The smallest noise scale OpenDP certifies for a noisy max over the scores of
+    :func:`make_independence_scores` at ``d_in`` within loss ``d_out``: the search runs on the
+    noisy max alone at the scores' distance ``4·d_in`` (the chain's map is the noisy max's map of
+    the scores' stability map), so it gives the scale the whole chain's search gives without
+    building the chain at every step."""
+    return dp.binary_search_param(
+        lambda v: dp.m.make_noisy_max(*_scores_space(), measure, v),
+        d_in=float(SCORE_SENSITIVITY * d_in),
+        d_out=d_out,
+        T=float,
+    )
+
+
 def make_independence_scores(
     input_domain: dp.Domain,
     input_metric: dp.Metric,
@@ -134,8 +159,7 @@ def make_independence_scores(
     return dp.t.make_user_transformation(
         input_domain,
         input_metric,
-        dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-        dp.linf_distance(T=float),
+        *_scores_space(),
         scores,
         lambda d_in: float(SCORE_SENSITIVITY * d_in),
     )

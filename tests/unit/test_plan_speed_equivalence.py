@@ -181,3 +181,36 @@ def test_gram_layout_is_the_earlier_layout(fm: MarginalTables) -> None:
 def test_some_maps_use_the_gram_layout() -> None:
     """The comparison above covers maps that take the Gram product, not only ``None``."""
     assert sum(_old_gram_layout(fm.blocks) is not None for fm in GRAM_MAPS) >= 5
+
+
+@pytest.mark.parametrize("kind", ["epsilon", "rho"])
+@pytest.mark.parametrize("d_in", [1, 2, 5])
+@pytest.mark.parametrize("d_out", [1e-3, 0.01, 0.37, 2.0])
+def test_noisy_max_scale_is_the_scale_the_whole_chain_finds(kind: str, d_in: int, d_out: float) -> None:
+    """The selection's noise: the search on the noisy max alone finds exactly the scale the
+    search on the chain (scores >> noisy max >> index) found before, and the same loss."""
+    import opendp.prelude as dp
+
+    from opendp_sketch.selection import make_independence_scores, noisy_max_scale
+
+    dp.enable_features("contrib", "honest-but-curious")
+    measure = dp.max_divergence() if kind == "epsilon" else dp.zero_concentrated_divergence()
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    fm = MarginalTables.auto(([0.0] * 4, [1.0] * 4), fine_bins=4, coarse_bins=2)
+    pairs = [b for b in fm.blocks if len(b.subset) == 2]
+
+    def chain(v: float) -> Any:
+        scores = make_independence_scores(
+            domain,
+            dp.symmetric_distance(),
+            lambda x: (np.zeros(fm.num_features), 0),
+            pairs,
+            range(len(pairs)),
+            {},
+        )
+        return scores >> dp.m.then_noisy_max(measure, v) >> dp.new_function(int, TO="ExtrinsicObject")
+
+    old = dp.binary_search_param(chain, d_in=d_in, d_out=d_out, T=float)
+    new = noisy_max_scale(measure, d_in, d_out)
+    assert new == old
+    assert chain(new).map(d_in) == chain(old).map(d_in)
