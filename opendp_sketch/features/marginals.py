@@ -861,18 +861,24 @@ class MarginalTables(OneHotFeatureMap):
             most = check_positive_int(pair_levels, "pair_levels")
             wide = {j for j, k in fixed.items() if j not in cats and k > most}
 
-        def shape(pair: tuple[int, int], c: int) -> tuple[int, int]:
-            return tuple(c if j in wide else fixed.get(j, c) for j in pair)  # type: ignore[return-value]
+        def axis(c: int) -> list[int]:
+            """Each column's bins in the pairs at ``c`` bins: a pair ``(i, j)`` has ``f_i·f_j`` cells."""
+            return [c if j in wide else fixed.get(j, c) for j in range(d)]
+
+        def pair_cells(f: list[int]) -> int:
+            # Σ_{i<j} f_i·f_j = ((Σf)² − Σf²)/2, in integers
+            return (sum(f) ** 2 - sum(v * v for v in f)) // 2
 
         c = coarse
-        while c > 2 and sum(ones) + sum(math.prod(shape(p, c)) for p in pairs) > budget:
+        while c > 2 and sum(ones) + pair_cells(axis(c)) > budget:
             c = max(2, c // 2)
+        f = axis(c)
         total = sum(ones)
-        for p in sorted(pairs, key=lambda p: (math.prod(shape(p, c)), p)):
-            size = math.prod(shape(p, c))
+        for p in sorted(pairs, key=lambda p: (f[p[0]] * f[p[1]], p)):
+            size = f[p[0]] * f[p[1]]
             if total + size <= budget:
                 subsets.append(p)
-                bins.append(list(shape(p, c)))
+                bins.append([f[p[0]], f[p[1]]])
                 total += size
         first = d + len(tree)
         order = sorted(range(first, len(subsets)), key=lambda i: subsets[i])  # pairs in column order

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any
 
 import numpy as np
 import pytest
 
+from opendp_sketch._validate import check_bounds, check_positive_int
 from opendp_sketch.features import marginals as M
 from opendp_sketch.features.marginals import MarginalBlock, MarginalTables
 
@@ -214,3 +216,122 @@ def test_noisy_max_scale_is_the_scale_the_whole_chain_finds(kind: str, d_in: int
     new = noisy_max_scale(measure, d_in, d_out)
     assert new == old
     assert chain(new).map(d_in) == chain(old).map(d_in)
+
+
+def _old_auto(
+    bounds: Any,
+    *,
+    categorical: Any = None,
+    fine_bins: int = 32,
+    coarse_bins: int = 8,
+    max_cells: int = 1 << 16,
+    dim: Any = None,
+    levels: Any = None,
+    bound_cells: Any = None,
+    pair_levels: Any = None,
+    coarse_one_way: Any = None,
+) -> MarginalTables:
+    """``MarginalTables.auto`` before the pairs' cells were counted per column (its body)."""
+    lo, hi = check_bounds(bounds, dim)
+    d = lo.size
+    cats = M._parse_categorical(categorical, lo, hi)
+    fine = check_positive_int(fine_bins, "fine_bins")
+    coarse = check_positive_int(coarse_bins, "coarse_bins")
+    budget = check_positive_int(max_cells, "max_cells")
+    fixed = dict(cats)
+    for j, k in (levels or {}).items():
+        if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < d or j in cats:
+            raise ValueError(f"levels column ({j!r}) must be the index of a numeric column in [0, {d})")
+        fixed[int(j)] = check_positive_int(k, f"levels[{j}]")
+    delta = bound_cells
+    if delta is not None and (
+        isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 0.5 / fine
+    ):
+        raise ValueError(f"bound_cells ({bound_cells!r}) must be a number in (0, 1/(2·fine_bins))")
+    ones = [fixed.get(j, fine if delta is None else fine + 2) for j in range(d)]
+    tree: list[int] = []
+    if coarse_one_way is not None:
+        k = check_positive_int(coarse_one_way, "coarse_one_way")
+        if fine % k or k >= fine:
+            raise ValueError(
+                f"coarse_one_way ({coarse_one_way!r}) must divide fine_bins ({fine}) and be smaller"
+            )
+        tree = [j for j in range(d) if j not in fixed]
+        ones = ones + [k] * len(tree)
+    if sum(ones) > budget:
+        raise ValueError(f"max_cells ({max_cells}) is below the {sum(ones)} cells of the 1-way marginals")
+    subsets: list[Any] = [(j,) for j in range(d)] + [(j,) for j in tree]
+    bins: list[Any] = [[b] for b in ones]
+    if delta is not None:
+        for j in range(d):
+            if j not in fixed:
+                w = float(hi[j] - lo[j])
+                inner = np.linspace(lo[j], hi[j], fine + 1)[1:-1].tolist()
+                bins[j] = [[float(lo[j]) + delta * w, *inner, float(hi[j]) - delta * w]]
+    pairs = list(itertools.combinations(range(d), 2))
+
+    wide = set()
+    if pair_levels is not None:
+        most = check_positive_int(pair_levels, "pair_levels")
+        wide = {j for j, k in fixed.items() if j not in cats and k > most}
+
+    def shape(pair: tuple[int, int], c: int) -> tuple[int, int]:
+        return tuple(c if j in wide else fixed.get(j, c) for j in pair)  # type: ignore[return-value]
+
+    c = coarse
+    while c > 2 and sum(ones) + sum(math.prod(shape(p, c)) for p in pairs) > budget:
+        c = max(2, c // 2)
+    total = sum(ones)
+    for p in sorted(pairs, key=lambda p: (math.prod(shape(p, c)), p)):
+        size = math.prod(shape(p, c))
+        if total + size <= budget:
+            subsets.append(p)
+            bins.append(list(shape(p, c)))
+            total += size
+    first = d + len(tree)
+    order = sorted(range(first, len(subsets)), key=lambda i: subsets[i])  # pairs in column order
+    subsets = subsets[:first] + [subsets[i] for i in order]
+    bins = bins[:first] + [bins[i] for i in order]
+    return MarginalTables((lo, hi), subsets, bins, categorical=sorted(cats))
+
+
+def _auto_cases() -> list[dict[str, Any]]:
+    rng = np.random.default_rng(7)
+    out = []
+    for _ in range(100):
+        d = int(rng.integers(1, 25))
+        cats = sorted(int(j) for j in rng.choice(d, size=int(rng.integers(0, d + 1)), replace=False))
+        hi = [
+            int(rng.integers(1, 7)) if j in cats else float(rng.choice([1.0, 10.0, 100.0])) for j in range(d)
+        ]
+        free = [j for j in range(d) if j not in cats]
+        levels = {j: int(rng.integers(2, 40)) for j in free if rng.random() < 0.2}
+        fine = int(rng.choice([8, 16, 32]))
+        ones = sum(hi[j] + 1 if j in cats else levels.get(j, fine + 2) for j in range(d)) + fine * d
+        out.append(
+            dict(
+                bounds=([0] * d, hi),
+                categorical=cats,
+                fine_bins=fine,
+                coarse_bins=int(rng.choice([2, 4, 8, 16])),
+                max_cells=int(ones + rng.integers(0, (4 if rng.random() < 0.5 else 40) * d * d + 1)),
+                levels=levels,
+                bound_cells=1e-3 if rng.random() < 0.3 else None,
+                pair_levels=int(rng.choice([4, 16])) if rng.random() < 0.5 else None,
+                coarse_one_way=4 if rng.random() < 0.3 else None,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("kw", _auto_cases())
+def test_auto_picks_the_blocks_the_earlier_rule_picked(kw: dict[str, Any]) -> None:
+    try:
+        old = _old_auto(**kw)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=re.escape(str(e))):
+            MarginalTables.auto(**kw)
+        return
+    new = MarginalTables.auto(**kw)
+    assert new.blocks == old.blocks
+    assert new._params() == old._params()
