@@ -31,6 +31,7 @@ raise (a table of zeros scores 0).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -109,14 +110,10 @@ def independence_scores(sums: Any, blocks: Sequence[MarginalBlock]) -> np.ndarra
     return out
 
 
-_SPACE: list[tuple[dp.Domain, dp.Metric]] = []
-
-
+@functools.cache
 def _scores_space() -> tuple[dp.Domain, dp.Metric]:
     """The scores' domain and metric, built once (a selection builds a query per round)."""
-    if not _SPACE:
-        _SPACE.append((dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)))
-    return _SPACE[0]
+    return dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
 
 
 def noisy_max_scale(measure: dp.Measure, d_in: int, d_out: float) -> float:

@@ -100,8 +100,8 @@ def marginal_parts(fm: FeatureMap) -> list[tuple[MarginalTables, int, float]]:
 
 
 def _binning_key(m: MarginalTables, j: int, b: int, cuts: Any) -> tuple[Any, ...]:
-    """Equal keys bin a column the same way: same column, bounds, kind and bins (or cuts)."""
-    return (j, float(m.lower[j]), float(m.upper[j]), j in m.categories, b, cuts)
+    """Equal keys bin a column the same way: the map's own key (column, bounds, kind, bins, cuts)."""
+    return m._column_key(j, b, cuts)  # noqa: SLF001 - the map's own key
 
 
 def _bins(binning: Binning, X: np.ndarray) -> np.ndarray:
@@ -110,6 +110,14 @@ def _bins(binning: Binning, X: np.ndarray) -> np.ndarray:
     if cuts is None:
         return m._column_bins(X[:, j], j, b)  # noqa: SLF001 - the map's own bins
     return m._cut_bins(X[:, j], j, cuts)  # noqa: SLF001
+
+
+def _cached_bins(binning: Binning, X: np.ndarray, cache: dict[tuple[Any, ...], np.ndarray]) -> np.ndarray:
+    """:func:`_bins`, once per equal binning key in ``cache`` (the same ``X``)."""
+    key = _binning_key(*binning)
+    if key not in cache:
+        cache[key] = _bins(binning, X)
+    return cache[key]
 
 
 def _block_binnings(fm: FeatureMap) -> list[tuple[list[Binning], int, int, float]] | None:
@@ -143,13 +151,7 @@ def block_bins(
     if blocks is None:
         raise ValueError(f"{type(fm).__name__} is not a map of marginals")
     cache = {} if cache is None else cache
-    out = []
-    for binning in blocks[position][0]:
-        key = _binning_key(*binning)
-        if key not in cache:
-            cache[key] = _bins(binning, X)
-        out.append(cache[key])
-    return out
+    return [_cached_bins(binning, X, cache) for binning in blocks[position][0]]
 
 
 def cell_columns(fm: FeatureMap, X: np.ndarray, positions: Sequence[int]) -> np.ndarray:
@@ -165,14 +167,8 @@ def cell_columns(fm: FeatureMap, X: np.ndarray, positions: Sequence[int]) -> np.
         cache: dict[tuple[Any, ...], np.ndarray] = {}
         for k, p in enumerate(positions):
             binnings, _, first, _ = blocks[p]
-            cell = np.zeros(n, dtype=np.int64)
-            for binning in binnings:
-                key = _binning_key(*binning)
-                if key not in cache:
-                    cache[key] = _bins(binning, X)
-                cell *= binning[2]
-                cell += cache[key]
-            out[:, k] = cell + first
+            codes = [_cached_bins(binning, X, cache) for binning in binnings]
+            out[:, k] = np.ravel_multi_index(codes, [binning[2] for binning in binnings]) + first
         return out
     width = cell_index(fm, X[:1])[0].shape[1]
     step = max(1, CHUNK_ENTRIES // max(1, width))
@@ -233,11 +229,8 @@ class FoldedBlocks:
         codes = [_bins(b, X) for b in self.binnings]
         out = np.empty((X.shape[0], len(self.groups)), dtype=kind)
         for g, group in enumerate(self.groups):
-            cell = np.zeros(X.shape[0], dtype=np.int64)
-            for k in group:
-                cell *= self.binnings[k][2]
-                cell += codes[k]
-            out[:, g] = cell + self.offsets[g]
+            cells = np.ravel_multi_index([codes[k] for k in group], [self.binnings[k][2] for k in group])
+            out[:, g] = cells + self.offsets[g]
         return out
 
 
