@@ -21,12 +21,14 @@ import numpy as np
 import opendp.prelude as dp
 
 from ._validate import check_fraction
+from .backends.gathered import block_cells, gathered_keys, pair_of_cells
+from .backends.memory import pair_transformation
 from .backends.protocol import cached_sum_and_count
-from .backends.tables import make_table_row_count
+from .backends.tables import make_table_row_count, table_pass_of
 from .budget import DEFAULT_COUNT_FRACTION, Budget, as_rho, rest_budget, search_measurement, search_scale
 from .features.base import DEFAULT_CHUNK_ROWS, FeatureMap
 from .features.marginals import MarginalTables
-from .measurements import make_private_sketch
+from .measurements import make_noisy_sketch, make_private_sketch
 from .plan import (
     AUTO_ONE_WAY_WEIGHT,
     AUTO_SELECTION,
@@ -153,20 +155,28 @@ def make_spanning_sketch(
     candidate_map = marginals.take(candidates)
     if candidate_map.unit != 1.0:  # the scores read the exact sums as cell counts
         raise ValueError("the candidate 2-way marginals must sum one integer per row and cell")
-    counts = cached_sum_and_count(input_domain, input_metric, candidate_map, chunk_rows, n_jobs)
+    # the release's blocks that are not candidates (1-way, a rule's), summed in the candidates' pass
+    measured_map = marginals.take(measured) if measured else None
     cand_blocks = candidate_map.blocks
     cand_pairs = [b.subset for b in cand_blocks]
 
-    def choose(subset: Sequence[int], memo: dict[str, Any], noise: float) -> dp.Measurement:
+    def one_pass() -> SharedPass:
+        return SharedPass(input_domain, input_metric, candidate_map, measured_map, chunk_rows, n_jobs)
+
+    def choose(
+        subset: Sequence[int], memo: dict[str, Any], shared: SharedPass, noise: float
+    ) -> dp.Measurement:
         return (
-            make_independence_scores(input_domain, input_metric, counts, cand_blocks, subset, memo)
+            make_independence_scores(
+                input_domain, input_metric, shared.candidate_counts, cand_blocks, subset, memo
+            )
             >> dp.m.then_noisy_max(measure, noise)
             >> dp.new_function(int, TO="ExtrinsicObject")
         )
 
     per_round = total * selection_fraction / rounds
     noise = noisy_max_scale(measure, d_in, per_round)
-    round_loss = choose(range(len(candidates)), {}, noise).map(d_in)
+    round_loss = choose(range(len(candidates)), {}, one_pass(), noise).map(d_in)
     # the release gets what the rounds left
     base = rest_budget(input_domain, input_metric, measure, d_in, [round_loss] * rounds, total)
     # the final release at the smallest scale certified for its share; every choice has this map
@@ -178,22 +188,21 @@ def make_spanning_sketch(
     spent = adaptive.map(d_in)  # every query's loss, fixed up front
 
     def drive(queryable: Any) -> Sketch:
-        memo: dict[str, Any] = {}  # the candidate counts of this release's one dataset
+        memo: dict[str, Any] = {}  # the candidates' scores of this release's one dataset
+        shared = one_pass()  # and its one pass: the candidates' and the measured blocks' counts
         joined = Forest(marginals.input_dim, joins)
         chosen: list[int] = []
         pair_array = np.array(cand_pairs, dtype=np.int64).reshape(-1, 2)
         for _ in range(rounds):
             open_ = joined.crossing(pair_array)  # never empty while fewer than k are picked
-            c = open_[queryable(choose(open_, memo, noise))]
+            c = open_[queryable(choose(open_, memo, shared, noise))]
             chosen.append(c)
             joined.join(cand_pairs[c])
         memo.clear()
         fm = final_map(chosen)
-        sk = queryable(
-            make_private_sketch(
-                input_domain, input_metric, measure, fm, scale, count_fraction, chunk_rows, n_jobs
-            )
-        )
+        pair = shared.pair_of(fm)  # the release's exact pair, read off the same pass
+        sk = queryable(pair >> make_noisy_sketch(pair, measure, fm, scale, count_fraction))
+        shared.clear()
         record: dict[str, Any] = {
             "fraction": selection_fraction,
             "pairs": [list(cand_pairs[c]) for c in chosen],
@@ -205,6 +214,80 @@ def make_spanning_sketch(
         return sk
 
     return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject")), template, rounds
+
+
+class SharedPass:
+    """One pass over one release's dataset for a private tree of pairs: the exact counts of
+    every candidate block (the scores') and of the blocks measured in any case, from the same
+    read and encoding of each batch (:func:`~opendp_sketch.backends.tables.table_pass` for a
+    table under a schema; elsewhere the candidates' own pass, and the release its own).
+
+    The release's exact pair is then read off those counts (:meth:`pair_of`): every block of the
+    released map is a candidate or a measured block, and a block's sum is its cells' counts times
+    the integer a cell adds per row (:func:`~opendp_sketch.backends.gathered.pair_of_cells`),
+    saturated as a pass's totals are: the same integers as the map's own pass, so the pair is the
+    same function of the data and keeps its stability. The counts are kept for the one dataset
+    last read (by identity) until :meth:`clear`; their memory is the maps' size, not the rows'.
+    Nothing here raises on data.
+    """
+
+    def __init__(
+        self,
+        input_domain: dp.Domain,
+        input_metric: dp.Metric,
+        candidates: MarginalTables,
+        measured: MarginalTables | None,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        n_jobs: int | None = None,
+    ) -> None:
+        self._domain, self._metric = input_domain, input_metric
+        self._chunk_rows, self._n_jobs = chunk_rows, n_jobs
+        maps = [candidates] if measured is None else [candidates, measured]
+        run = table_pass_of(input_domain, maps, chunk_rows, n_jobs)
+        if run is None:  # another backend: the candidates' own pass (a cluster's reads its gathered pass)
+            pair = cached_sum_and_count(input_domain, input_metric, candidates, chunk_rows, n_jobs)
+            maps = [candidates]
+
+            def run(data: Any) -> tuple[list[np.ndarray], int]:
+                s, n = pair(data)
+                return [np.asarray(s)], int(n)
+
+        self._maps, self._run = maps, run
+        self._memo: dict[str, Any] = {}
+
+    def _read(self, data: Any) -> dict[str, Any]:
+        if self._memo.get("data") is not data:
+            sums, rows = self._run(data)
+            cells: dict[tuple[Any, ...], np.ndarray] = {}
+            for fm, s in zip(self._maps, sums):
+                cells.update(block_cells(fm, np.asarray(s)))
+            self._memo.update(data=data, sums=sums, rows=rows, cells=cells)
+        return self._memo
+
+    def candidate_counts(self, data: Any) -> tuple[np.ndarray, int]:
+        """The exact ``(cell counts, n)`` of the candidates' map on ``data``."""
+        memo = self._read(data)
+        return memo["sums"][0], memo["rows"]
+
+    def pair_of(self, feature_map: FeatureMap) -> dp.Transformation:
+        """The exact pair ``(Σ q(x_i), n)`` of ``feature_map`` (made of candidate and measured
+        blocks) read off the pass, as a backend's pair transformation; a map or dataset the pass
+        cannot serve runs the map's own pass."""
+        own = cached_sum_and_count(self._domain, self._metric, feature_map, self._chunk_rows, self._n_jobs)
+        keys = gathered_keys(feature_map)
+        if keys is None:
+            return own
+
+        def function(data: Any) -> tuple[np.ndarray, int]:
+            memo = self._read(data)
+            got = pair_of_cells(memo["cells"], memo["rows"], keys)
+            return got if got is not None else own(data)
+
+        return pair_transformation(self._domain, self._metric, feature_map, function)
+
+    def clear(self) -> None:
+        """Forget the dataset and its counts (the release is done)."""
+        self._memo.clear()
 
 
 def make_row_estimated_sketch(

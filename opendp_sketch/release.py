@@ -375,8 +375,8 @@ def prepare_table_release(
             chunk_rows=chunk_rows,
             n_jobs=n_jobs,
         )
-        # the count, then the release (and a tree's choices): the data is read twice or more
-        return PreparedRelease(meas, frame, smallest, rows, 2)
+        # the count reads no batch; the release (and a tree's choices, in the same pass) reads it once
+        return PreparedRelease(meas, frame, smallest, rows, 1)
     fm, full, keep, selection = plan.table_blocks() if blocks is None else blocks
     count_fraction = check_release_arguments(fm, contributions, plan.count_fraction)
     gather = None
@@ -402,8 +402,9 @@ def prepare_table_release(
         if rounds and schema.rows is not None and not isinstance(plan.pair_selection, str):
             ratio = tree_ratio(budget, fm, full, keep, schema.rows, count_fraction, selection)
             warn_if_tree_is_noise(ratio, schema.rows)
-        # with a choice to make, the data is read twice: the candidates' counts, then the release
-        return PreparedRelease(meas, frame, fm, rows, 2 if rounds else 1)
+        # with a choice to make, a table is read once (the candidates' counts and the release's in
+        # one pass, adaptive.SharedPass); a cluster's steps count two
+        return PreparedRelease(meas, frame, fm, rows, 2 if rounds and backend is not None else 1)
 
     def build(scale: float) -> dp.Measurement:
         return make_private_sketch(

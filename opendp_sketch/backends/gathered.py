@@ -31,10 +31,12 @@ from .memory import I64_MAX
 
 __all__ = [
     "GatherKeys",
+    "block_cells",
     "check_gather_map",
     "gather_table",
     "gathered_keys",
     "gathered_pair",
+    "pair_of_cells",
     "pair_or_pass",
     "remember_gathered",
 ]
@@ -82,14 +84,41 @@ def check_gather_map(feature_map: FeatureMap) -> MarginalTables:
     return feature_map
 
 
+def block_cells(feature_map: MarginalTables, sums: np.ndarray) -> dict[tuple[Any, ...], np.ndarray]:
+    """The exact sums ``sums`` of ``feature_map`` (one cell count per feature) by block key."""
+    return {
+        k: sums[b.offset : b.offset + b.size] for k, b in zip(_block_keys(feature_map), feature_map.blocks)
+    }
+
+
+def pair_of_cells(
+    cells: dict[tuple[Any, ...], np.ndarray], rows: int, keys: GatherKeys | None
+) -> tuple[np.ndarray, int] | None:
+    """The exact pair of the map of ``keys`` (:func:`gathered_keys`) from exact cell counts by
+    block key (:func:`block_cells`) and the row count, saturated as a pass's totals are
+    (:meth:`Accumulator.clipped`); ``None`` when a block is missing. Never raises."""
+    if keys is None:
+        return None
+    parts = []
+    for block_keys, c in keys:
+        for key in block_keys:
+            counts = cells.get(key)
+            if counts is None:
+                return None
+            if counts.size and int(counts.max()) > I64_MAX // max(1, c):  # exact, then saturated
+                counts = np.array([min(c * int(v), I64_MAX) for v in counts], dtype=np.int64)
+            else:
+                counts = counts * c
+            parts.append(counts)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), rows
+
+
 def remember_gathered(
     handle: Any, schema: Schema, feature_map: MarginalTables, sums: np.ndarray, rows: int
 ) -> None:
     """Record the exact sums ``sums`` of ``feature_map`` (one pass over the rows ``handle``
     stands for, encoded by ``schema``) for the pairs read off it, while ``handle`` lives."""
-    cells = {
-        k: sums[b.offset : b.offset + b.size] for k, b in zip(_block_keys(feature_map), feature_map.blocks)
-    }
+    cells = block_cells(feature_map, sums)
     key = id(handle)
     _GATHERED[key] = (weakref.ref(handle), _Gathered(cells, rows, _schema_key(schema)))
     weakref.finalize(handle, _GATHERED.pop, key, None)
@@ -133,18 +162,7 @@ def gathered_pair(data: Any, keys: GatherKeys | None, schema: Schema) -> tuple[n
     gathered = entry[1]
     if gathered.schema != _schema_key(schema):
         return None
-    parts = []
-    for block_keys, c in keys:
-        for key in block_keys:
-            cells = gathered.cells.get(key)
-            if cells is None:
-                return None
-            if cells.size and int(cells.max()) > I64_MAX // max(1, c):  # exact, then saturated
-                cells = np.array([min(c * int(v), I64_MAX) for v in cells], dtype=np.int64)
-            else:
-                cells = cells * c
-            parts.append(cells)
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), gathered.rows
+    return pair_of_cells(gathered.cells, gathered.rows, keys)
 
 
 def gather_table(

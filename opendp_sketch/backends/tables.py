@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -478,26 +478,68 @@ def make_table_sum_and_count(
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows <= 0:
         raise ValueError(f"batch_rows ({batch_rows!r}) must be a positive integer")
     check_chunking(chunk_rows, n_jobs)
+    run = table_pass(desc, [feature_map], batch_rows, chunk_rows, n_jobs)
+
+    def function(data: Any) -> tuple[np.ndarray, int]:
+        sums, rows = run(data)
+        return sums[0], rows
+
+    return pair_transformation(input_domain, input_metric, feature_map, function)
+
+
+def table_pass(
+    desc: TableDomain,
+    feature_maps: Sequence[FeatureMap],
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> Callable[[Any], tuple[list[np.ndarray], int]]:
+    """``data → ([Σ q_k(encode(x_i)) for each map k], n)``: the exact sums of several public maps
+    of the same columns in **one** pass, each batch read and encoded once and then summed by
+    every map (:func:`make_table_sum_and_count`'s pass, which is this one with one map). Each
+    sum is the one a pass of its map alone computes, saturated the same way; nothing raises on
+    data. Arguments are public and checked by the caller."""
     schema: Schema = desc.schema
     lo, hi = desc.bounds
     names = list(schema.data_columns)
+    maps = list(feature_maps)
 
-    def function(data: Any) -> tuple[np.ndarray, int]:
+    def function(data: Any) -> tuple[list[np.ndarray], int]:
         lf = as_frame(data, names, text_csv=True)
         present = set(lf.collect_schema().names())
         # a column the table lacks reads as nulls (the schema then maps them to public values)
         cols = [pl.col(c) if c in present else pl.lit(None).alias(c) for c in names]
-        total, rows = Accumulator(feature_map.num_features), 0
+        totals, rows = [Accumulator(fm.num_features) for fm in maps], 0
         for batch in stream_frames(lf.select(cols), batch_rows):
             if not batch.height:
                 continue
             X = schema.encode(batch)
-            total.merge(feature_map._accumulate(X, (lo, hi), chunk_rows, n_jobs))
+            for fm, total in zip(maps, totals):
+                total.merge(fm._accumulate(X, (lo, hi), chunk_rows, n_jobs))
             rows += batch.height
             report_batch(batch.height)
-        return total.clipped(I64_MAX), min(rows, I64_MAX)
+        return [total.clipped(I64_MAX) for total in totals], min(rows, I64_MAX)
 
-    return pair_transformation(input_domain, input_metric, feature_map, function)
+    return function
+
+
+def table_pass_of(
+    input_domain: dp.Domain,
+    feature_maps: Sequence[FeatureMap],
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    n_jobs: int | None = None,
+) -> Callable[[Any], tuple[list[np.ndarray], int]] | None:
+    """:func:`table_pass` of ``feature_maps`` on ``input_domain`` when it is a
+    :func:`table_domain` (a table in memory or in files), else ``None`` (the caller runs each
+    map's own pass). Public arguments only."""
+    desc = getattr(input_domain, "descriptor", None)
+    if not isinstance(desc, TableDomain) or isinstance(desc, (DaskTableDomain, SparkTableDomain)):
+        return None
+    check_chunking(chunk_rows, n_jobs)
+    columns = int(desc.num_columns)
+    if any(not isinstance(fm, FeatureMap) or fm.input_dim != columns for fm in feature_maps):
+        return None
+    return table_pass(desc, feature_maps, chunk_rows=chunk_rows, n_jobs=n_jobs)
 
 
 def make_table_row_count(input_domain: dp.Domain, input_metric: dp.Metric) -> dp.Transformation:
