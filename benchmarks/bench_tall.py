@@ -44,42 +44,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lib as C  # noqa: E402
+from lib.tall import SCHEMA, write_tall  # noqa: E402
 
 NAME = "bench_tall"
-SEED = 20261128
 FULL = {"n": 10_000_000, "part": 1_000_000}
 QUICK = {"n": 200_000, "part": 50_000}
-LABELS = {
-    "region": [f"r{i}" for i in range(8)],
-    "sector": [f"sector_{i:02d}" for i in range(40)],
-    "grade": list("ABCDE"),
-}
-#: the public schema, written by hand (never read from the rows)
-SCHEMA = {
-    "columns": {
-        **{f"x{i}": {"type": "numeric", "range": [0, 200]} for i in range(7)},
-        **{k: {"type": "categorical", "labels": v} for k, v in LABELS.items()},
-    }
-}
-
-
-def _write(path: Path, n: int, part: int) -> None:
-    import polars as pl
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(SEED)
-    writer = None
-    for start in range(0, n, part):
-        rows = min(part, n - start)
-        cols: dict[str, Any] = {f"x{i}": rng.gamma(2.0, 10.0, rows) for i in range(7)}
-        for name, labels in LABELS.items():
-            cols[name] = np.array(labels)[rng.integers(0, len(labels), rows)]
-        table = pl.DataFrame(cols).to_arrow()
-        if writer is None:
-            writer = pq.ParquetWriter(str(path), table.schema)
-        writer.write_table(table, row_group_size=part)
-    assert writer is not None
-    writer.close()
 
 
 def setup(config: dict[str, Any]):
@@ -130,7 +99,7 @@ def main() -> None:
     try:
         path = root / "tall.parquet"
         C.progress(f"writing {cfg['n']:,} rows × 10 columns of Parquet")
-        _write(path, cfg["n"], cfg["part"])
+        write_tall(path, cfg["n"], cfg["part"])
         size_mb = path.stat().st_size / 2**20
         for mode in STEPS:
             C.progress(STEPS[mode])
