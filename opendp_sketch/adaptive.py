@@ -15,7 +15,7 @@ choices always have a candidate, and the plan from any count is a valid map.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import opendp.prelude as dp
@@ -41,7 +41,7 @@ from .plan import (
     weighted_map,
 )
 from .schema import Schema
-from .selection import Forest, make_independence_scores, noisy_max_scale
+from .selection import Forest, PairCounts, make_independence_scores, noisy_max_scale
 from .sketch import Sketch
 
 __all__ = ["make_spanning_sketch", "make_row_estimated_sketch", "DEFAULT_ROWS_FRACTION"]
@@ -160,8 +160,8 @@ def make_spanning_sketch(
     cand_blocks = candidate_map.blocks
     cand_pairs = [b.subset for b in cand_blocks]
 
-    def one_pass() -> SharedPass:
-        return SharedPass(input_domain, input_metric, candidate_map, measured_map, chunk_rows, n_jobs)
+    # the candidates' and the measured blocks' counts, one pass per dataset (kept until the release)
+    shared = SharedPass(input_domain, input_metric, candidate_map, measured_map, chunk_rows, n_jobs)
 
     def choose(
         subset: Sequence[int], memo: dict[str, Any], shared: SharedPass, noise: float
@@ -176,7 +176,7 @@ def make_spanning_sketch(
 
     per_round = total * selection_fraction / rounds
     noise = noisy_max_scale(measure, d_in, per_round)
-    round_loss = choose(range(len(candidates)), {}, one_pass(), noise).map(d_in)
+    round_loss = choose(range(len(candidates)), {}, shared, noise).map(d_in)
     # the release gets what the rounds left
     base = rest_budget(input_domain, input_metric, measure, d_in, [round_loss] * rounds, total)
     # the final release at the smallest scale certified for its share; every choice has this map
@@ -189,7 +189,6 @@ def make_spanning_sketch(
 
     def drive(queryable: Any) -> Sketch:
         memo: dict[str, Any] = {}  # the candidates' scores of this release's one dataset
-        shared = one_pass()  # and its one pass: the candidates' and the measured blocks' counts
         joined = Forest(marginals.input_dim, joins)
         chosen: list[int] = []
         pair_array = np.array(cand_pairs, dtype=np.int64).reshape(-1, 2)
@@ -216,19 +215,29 @@ def make_spanning_sketch(
     return budget.finish(adaptive >> dp.new_function(drive, TO="ExtrinsicObject")), template, rounds
 
 
+class _Read(NamedTuple):
+    """What one pass found on one dataset (held by identity)."""
+
+    data: Any
+    candidates: np.ndarray
+    rows: int
+    cells: dict[tuple[Any, ...], np.ndarray]
+
+
 class SharedPass:
     """One pass over one release's dataset for a private tree of pairs: the exact counts of
     every candidate block (the scores') and of the blocks measured in any case, from the same
     read and encoding of each batch (:func:`~opendp_sketch.backends.tables.table_pass` for a
-    table under a schema; elsewhere the candidates' own pass, and the release its own).
+    table under a schema, the candidates counted by :class:`~opendp_sketch.selection.PairCounts`;
+    elsewhere the candidates' own pass, and the release its own).
 
     The release's exact pair is then read off those counts (:meth:`pair_of`): every block of the
     released map is a candidate or a measured block, and a block's sum is its cells' counts times
     the integer a cell adds per row (:func:`~opendp_sketch.backends.gathered.pair_of_cells`),
     saturated as a pass's totals are: the same integers as the map's own pass, so the pair is the
     same function of the data and keeps its stability. The counts are kept for the one dataset
-    last read (by identity) until :meth:`clear`; their memory is the maps' size, not the rows'.
-    Nothing here raises on data.
+    last read (by identity, in one immutable record, so a reader never mixes two datasets) until
+    :meth:`clear`; their memory is the maps' size, not the rows'. Nothing here raises on data.
     """
 
     def __init__(
@@ -242,32 +251,38 @@ class SharedPass:
     ) -> None:
         self._domain, self._metric = input_domain, input_metric
         self._chunk_rows, self._n_jobs = chunk_rows, n_jobs
-        maps = [candidates] if measured is None else [candidates, measured]
-        run = table_pass_of(input_domain, maps, chunk_rows, n_jobs)
+        self._candidates, self._measured = candidates, measured
+        counter = PairCounts(candidates)
+        run = table_pass_of(
+            input_domain, [counter] if measured is None else [counter, measured], chunk_rows, n_jobs
+        )
+        self._counter: PairCounts | None = counter
         if run is None:  # another backend: the candidates' own pass (a cluster's reads its gathered pass)
             pair = cached_sum_and_count(input_domain, input_metric, candidates, chunk_rows, n_jobs)
-            maps = [candidates]
+            self._counter, self._measured = None, None
 
             def run(data: Any) -> tuple[list[np.ndarray], int]:
                 s, n = pair(data)
                 return [np.asarray(s)], int(n)
 
-        self._maps, self._run = maps, run
-        self._memo: dict[str, Any] = {}
+        self._run = run
+        self._last: _Read | None = None
 
-    def _read(self, data: Any) -> dict[str, Any]:
-        if self._memo.get("data") is not data:
+    def _read(self, data: Any) -> _Read:
+        last = self._last
+        if last is None or last.data is not data:
             sums, rows = self._run(data)
-            cells: dict[tuple[Any, ...], np.ndarray] = {}
-            for fm, s in zip(self._maps, sums):
-                cells.update(block_cells(fm, np.asarray(s)))
-            self._memo.update(data=data, sums=sums, rows=rows, cells=cells)
-        return self._memo
+            counts = np.asarray(sums[0]) if self._counter is None else self._counter.cells(sums[0], rows)
+            cells = block_cells(self._candidates, counts)
+            if self._measured is not None:
+                cells.update(block_cells(self._measured, np.asarray(sums[1])))
+            last = self._last = _Read(data, counts, rows, cells)
+        return last
 
     def candidate_counts(self, data: Any) -> tuple[np.ndarray, int]:
         """The exact ``(cell counts, n)`` of the candidates' map on ``data``."""
-        memo = self._read(data)
-        return memo["sums"][0], memo["rows"]
+        read = self._read(data)
+        return read.candidates, read.rows
 
     def pair_of(self, feature_map: FeatureMap) -> dp.Transformation:
         """The exact pair ``(Σ q(x_i), n)`` of ``feature_map`` (made of candidate and measured
@@ -279,15 +294,15 @@ class SharedPass:
             return own
 
         def function(data: Any) -> tuple[np.ndarray, int]:
-            memo = self._read(data)
-            got = pair_of_cells(memo["cells"], memo["rows"], keys)
+            read = self._read(data)
+            got = pair_of_cells(read.cells, read.rows, keys)
             return got if got is not None else own(data)
 
         return pair_transformation(self._domain, self._metric, feature_map, function)
 
     def clear(self) -> None:
         """Forget the dataset and its counts (the release is done)."""
-        self._memo.clear()
+        self._last = None
 
 
 def make_row_estimated_sketch(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import opendp.prelude as dp
@@ -487,16 +487,31 @@ def make_table_sum_and_count(
     return pair_transformation(input_domain, input_metric, feature_map, function)
 
 
+class Summer(Protocol):
+    """What :func:`table_pass` sums per batch: a feature map, or a counter with its shape
+    (:class:`~opendp_sketch.selection.PairCounts`)."""
+
+    @property
+    def num_features(self) -> int: ...
+
+    @property
+    def input_dim(self) -> int: ...
+
+    def _accumulate(
+        self, X: Any, clip: tuple[np.ndarray, np.ndarray] | None, chunk_rows: int, n_jobs: int | None
+    ) -> Accumulator: ...
+
+
 def table_pass(
     desc: TableDomain,
-    feature_maps: Sequence[FeatureMap],
+    feature_maps: Sequence[Summer],
     batch_rows: int = DEFAULT_BATCH_ROWS,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     n_jobs: int | None = None,
 ) -> Callable[[Any], tuple[list[np.ndarray], int]]:
     """``data → ([Σ q_k(encode(x_i)) for each map k], n)``: the exact sums of several public maps
-    of the same columns in **one** pass, each batch read and encoded once and then summed by
-    every map (:func:`make_table_sum_and_count`'s pass, which is this one with one map). Each
+    (or counters, :class:`Summer`) of the same columns in **one** pass, each batch read and
+    encoded once and then summed by every map (:func:`make_table_sum_and_count`'s pass, which is this one with one map). Each
     sum is the one a pass of its map alone computes, saturated the same way; nothing raises on
     data. Arguments are public and checked by the caller."""
     schema: Schema = desc.schema
@@ -525,7 +540,7 @@ def table_pass(
 
 def table_pass_of(
     input_domain: dp.Domain,
-    feature_maps: Sequence[FeatureMap],
+    feature_maps: Sequence[Summer],
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     n_jobs: int | None = None,
 ) -> Callable[[Any], tuple[list[np.ndarray], int]] | None:
@@ -537,7 +552,7 @@ def table_pass_of(
         return None
     check_chunking(chunk_rows, n_jobs)
     columns = int(desc.num_columns)
-    if any(not isinstance(fm, FeatureMap) or fm.input_dim != columns for fm in feature_maps):
+    if any(fm.input_dim != columns for fm in feature_maps):
         return None
     return table_pass(desc, feature_maps, chunk_rows=chunk_rows, n_jobs=n_jobs)
 

@@ -174,3 +174,68 @@ def test_other_backends_keep_their_passes():
         np.asarray(shared.pair_of(released)(X)[0]),
         np.asarray(make_sum_and_count(dom, metric, released)(X)[0]),
     )
+
+
+def _hostile(n: int, d: int, seed: int, lo: float, hi: float) -> np.ndarray:
+    """Rows in and around the box, with NaN, ±inf, ±1e308, the bounds and half-integers."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(lo - 0.3 * (hi - lo), hi + 0.3 * (hi - lo), size=(n, d))
+    specials = np.array([np.nan, np.inf, -np.inf, 1e308, -1e308, lo, hi, 0.5, -0.0, 1.5, 2.5])
+    mask = rng.random((n, d)) < 0.1
+    X[mask] = rng.choice(specials, size=int(mask.sum()))
+    return X
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pair_counts_equal_the_maps_own_counts(seed):
+    """:class:`PairCounts` (the candidates' Gram product without each column's last bin) gives
+    the map's own exact counts on hostile rows, for random bounds, bins, categorical codes, cut
+    points, one-bin columns and domain boxes inside, equal to or wider than the map's."""
+    from opendp_sketch.features.marginals import MarginalTables
+    from opendp_sketch.selection import PairCounts
+
+    rng = np.random.default_rng(1000 + seed)
+    d = int(rng.integers(3, 9))
+    unit = seed % 3 == 0
+    lower = np.zeros(d) if unit else np.round(rng.uniform(-5, 5, d), 1)
+    upper = np.ones(d) if unit else lower + np.round(rng.uniform(0.5, 10, d), 1)
+    categorical = [j for j in range(d) if rng.random() < 0.35]
+    for j in categorical:
+        lower[j], upper[j] = float(rng.integers(-2, 3)), 0.0
+        upper[j] = lower[j] + float(rng.integers(1, 5))  # 2 to 5 codes
+    pairs = [(i, j) for i in range(d) for j in range(i + 1, d) if rng.random() < 0.6] or [(0, 1)]
+    pairs = [(j, i) if rng.random() < 0.5 else (i, j) for i, j in pairs]  # either axis order
+    bins = []
+    for p in pairs:
+        spec = []
+        for j in p:
+            if j in categorical:
+                spec.append(int(upper[j] - lower[j] + 1))
+            elif rng.random() < 0.2:
+                spec.append(sorted({float(np.round(v, 2)) for v in rng.uniform(lower[j], upper[j], 2)}))
+            else:
+                spec.append(int(rng.integers(1, 6)))
+        bins.append(spec)
+    fm = MarginalTables((lower, upper), subsets=pairs, bins=bins, categorical=categorical)
+    X = _hostile(int(rng.integers(1, 4000)), d, seed, float(lower.min()), float(upper.max()))
+    pc = PairCounts(fm)
+    for box in ((lower, upper), (lower - 1.0, upper + 1.0), (lower + 0.0, np.maximum(lower, upper - 0.2))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            raw = pc._accumulate(X, box, 1 << 14, None).clipped(2**63 - 1)
+            got = pc.cells(raw, X.shape[0])
+            want = fm._accumulate(X, box, 1 << 14, 1).clipped(2**63 - 1)
+        assert got.dtype == np.int64 and np.array_equal(got, want), box
+
+
+def test_pair_counts_of_an_empty_batch_and_a_single_row():
+    from opendp_sketch.features.marginals import MarginalTables
+    from opendp_sketch.selection import PairCounts
+
+    fm = MarginalTables(([0.0] * 3, [1.0] * 3), subsets=[(0, 1), (2, 0)], bins=[[2, 3], [4, 2]])
+    pc = PairCounts(fm)
+    box = (fm.lower, fm.upper)
+    assert pc.cells(pc._accumulate(np.zeros((0, 3)), box, 8, None).clipped(2**63 - 1), 0).tolist() == [0] * 14
+    one = np.array([[0.9, np.nan, 0.3]])
+    got = pc.cells(pc._accumulate(one, box, 8, None).clipped(2**63 - 1), 1)
+    assert got.tolist() == fm._accumulate(one, box, 8, 1).total()
