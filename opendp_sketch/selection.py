@@ -232,8 +232,6 @@ class PairCounts:
         ``box`` as a map's sum clips it (``fmax``/``fmin``: NaN to the lower bound), then binned
         by the map's own float operations (:meth:`MarginalTables._column_bins`, all the columns
         of a group at once: the same operations on every value)."""
-        from .features.marginals import _LOCAL
-
         fm = self.feature_map
         codes = np.empty((raw.shape[0], len(self._keys)), dtype=np.int64)
         clipped = None
@@ -244,7 +242,7 @@ class PairCounts:
                 if clipped is None:
                     clipped = np.fmax(raw, box[0])
                     np.fmin(clipped, box[1], out=clipped)
-                memo: dict[Any, Any] = {_LOCAL: True, "clip": box}
+                memo: dict[Any, Any] = {"clip": box}  # each key's bins copied out at once
                 for k in range(a, b):
                     j, f, cuts = self._keys[k]
                     codes[:, k] = fm._codes(clipped, memo, j, f, cuts)
