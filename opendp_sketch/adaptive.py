@@ -76,10 +76,12 @@ def make_spanning_sketch(
     (Kruskal on noisy scores: OpenDP's ``make_noisy_max``, ``4·d_in``-stable scores); ``k`` is
     the number of components the candidates can join (``c − 1`` when every pair is a candidate,
     as in the automatic map). The pairs picked then join ``measured`` in the sketch's map (1-way
-    blocks at ``one_way_weight``), released by :func:`make_private_sketch`. OpenDP's
-    ``make_adaptive_composition`` composes the ``k`` choices (``selection_fraction`` of the
-    budget, split evenly) and the release (the rest), with every loss fixed before the data is
-    read; each query is a measurement on the same input, chosen from earlier answers only.
+    blocks at ``one_way_weight``), released as :func:`make_private_sketch` releases it, its exact
+    pair read off the pass that counted the candidates (:class:`SharedPass`: a table is read
+    once). OpenDP's ``make_adaptive_composition`` composes the ``k`` choices
+    (``selection_fraction`` of the budget, split evenly) and the release (the rest), with every
+    loss fixed before the data is read; each query is a measurement on the same input, chosen
+    from earlier answers only.
 
     Every choice gives a map of the same sensitivity (each block, whatever its shape, takes one
     cell per row), so the release's noise scale is fixed up front and each query meets its
