@@ -172,8 +172,7 @@ def make_spanning_sketch(
             make_independence_scores(
                 input_domain, input_metric, shared.candidate_counts, cand_blocks, subset, memo
             )
-            >> dp.m.then_noisy_max(measure, noise)
-            >> dp.new_function(int, TO="ExtrinsicObject")
+            >> dp.m.then_noisy_max(measure, noise)  # the index, a Python int (no post-processor)
         )
 
     per_round = total * selection_fraction / rounds
