@@ -67,8 +67,10 @@ def _schema_key(schema: Schema) -> str:
 def _block_keys(fm: MarginalTables) -> list[tuple[Any, ...]]:
     """One key per block of ``fm`` naming its cells exactly: the map's box and categorical codes,
     then the block's columns (in its axes' order), bins and cut points. Blocks with equal keys put
-    every row in the same cell (:meth:`MarginalTables.cells` reads nothing else)."""
-    box = (tuple(fm.lower.tolist()), tuple(fm.upper.tolist()), tuple(sorted(fm.categories.items())))
+    every row in the same cell (:meth:`MarginalTables.cells` reads nothing else). The box is held
+    as its ``repr``: equal reprs are equal boxes (a float's repr gives the float back), and a
+    string keeps its hash, so the keys of thousands of blocks hash without re-reading the box."""
+    box = repr((tuple(fm.lower.tolist()), tuple(fm.upper.tolist()), tuple(sorted(fm.categories.items()))))
     return [(box, b.subset, b.shape, b.cuts) for b in fm.blocks]
 
 
