@@ -115,12 +115,8 @@ def setup(config: dict[str, Any]):
 
 
 def main() -> None:
-    import argparse
-
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--pairs", type=int, default=None)
-    own, rest = extra.parse_known_args()
-    args = C.parse_args(__doc__.splitlines()[0], rest)
+    pairs_arg = C.pop_positive_int(sys.argv, "--pairs")  # alternated rounds
+    args = C.parse_args(__doc__.splitlines()[0])
     if args.child is not None:
         C.child_main(args.child, setup, post=lambda cfg, out: int(out))
         return
@@ -136,7 +132,7 @@ def main() -> None:
         for mode in ("same", "overhead", "overhead", "count_numpy", "count_compiled"):
             C.progress(f"{mode}")
             one[mode] = C.run_child(__file__, {"path": str(path), "mode": mode})  # the 1st overhead compiles
-        k = own.pairs if own.pairs is not None else (2 if args.quick else 5)
+        k = pairs_arg if pairs_arg is not None else (2 if args.quick else 5)
         for i in range(k):
             C.progress(f"pair {i + 1} of {k}: read, release (numpy), release (kernel)")
             got = {

@@ -83,12 +83,8 @@ STEPS = {
 
 
 def main() -> None:
-    import argparse
-
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--pairs", type=int, default=None)
-    own, rest = extra.parse_known_args()
-    args = C.parse_args(__doc__.splitlines()[0], rest)
+    pairs_arg = C.pop_positive_int(sys.argv, "--pairs")  # alternated rounds
+    args = C.parse_args(__doc__.splitlines()[0])
     if args.child is not None:
         C.child_main(args.child, setup, post=lambda cfg, out: int(out))
         return
@@ -104,7 +100,7 @@ def main() -> None:
         for mode in STEPS:
             C.progress(STEPS[mode])
             results[mode] = C.run_child_quietly(__file__, {"path": str(path), "mode": mode}, args)
-        pairs = own.pairs if own.pairs is not None else (2 if args.quick else 5)
+        pairs = pairs_arg if pairs_arg is not None else (2 if args.quick else 5)
         ratios: list[float] = []
         for k in range(pairs):  # read and release in turn: a drift of the machine hits both
             C.progress(f"pair {k + 1} of {pairs}: read, then the in-memory release")

@@ -96,12 +96,8 @@ def setup(config: dict[str, Any]):
 
 
 def main() -> None:
-    import argparse
-
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--pairs", type=int, default=None)
-    own, rest = extra.parse_known_args()
-    args = C.parse_args(__doc__.splitlines()[0], rest)
+    pairs_arg = C.pop_positive_int(sys.argv, "--pairs")  # alternated rounds
+    args = C.parse_args(__doc__.splitlines()[0])
     if args.child is not None:
         C.child_main(args.child, setup, post=lambda cfg, out: out if isinstance(out, dict) else int(out))
         return
@@ -119,7 +115,7 @@ def main() -> None:
     step_ratios: list[float] = []  # the same per mirror-descent step: the noise draw sets the steps
     rounds_seen: list[list[Any]] = []
     choice_ratios: list[float] = []
-    for k in range(own.pairs if own.pairs is not None else (1 if args.quick else 5)):
+    for k in range(pairs_arg if pairs_arg is not None else (1 if args.quick else 5)):
         C.progress(f"round {k + 1}: decodes at {narrow} and {wide} columns, releases at {widest} in turn")
         a = C.run_child(__file__, {"n": cfg["n"], "d": narrow, "mode": "decode"})
         b = C.run_child(__file__, {"n": cfg["n"], "d": wide, "mode": "decode"})
