@@ -134,16 +134,8 @@ def compiled_joint_sum(fm: Any, X: np.ndarray) -> np.ndarray:
     arrays, offsets, total = cache[0]
     flat = np.zeros(total, np.int64)
     kernel()(np.ascontiguousarray(X, dtype=np.float64), *arrays, flat)
-    out = np.empty(fm.num_features, dtype=np.int64)
-    for q, joint in enumerate(fm._joint):
-        at = int(offsets[q])
-        table = flat[at : at + joint.block.size].reshape(joint.block.shape)
-        for offset, size, rest, perm in joint.reads:
-            part = table.sum(axis=rest) if rest else table
-            if perm is not None:
-                part = part.transpose(perm)
-            out[offset : offset + size] = part.ravel()
-    return out
+    sizes = [joint.block.size for joint in fm._joint]
+    return fm._read_joints(flat[int(at) : int(at) + size] for at, size in zip(offsets, sizes))
 
 
 def install() -> None:

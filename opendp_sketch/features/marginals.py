@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -710,10 +710,18 @@ class MarginalTables(OneHotFeatureMap):
         over the axes the block lacks (integers: every row is in exactly one joint cell, so the
         sum over a block cell's joint cells counts the rows in that block cell), transposed to the
         block's axis order."""
+        return self._read_joints(
+            np.bincount(self._block_cells(X, memo, joint.block), minlength=joint.block.size)
+            for joint in self._joint
+        )
+
+    def _read_joints(self, counts: Iterable[np.ndarray]) -> np.ndarray:
+        """The map's cell counts (feature order) from each joint table's counts (C order, in
+        :attr:`_joint`'s order): each block's table is its joint summed over the axes the block
+        lacks, transposed to the block's axis order."""
         out = np.empty(self.num_features, dtype=np.int64)
-        for joint in self._joint:
-            counts = np.bincount(self._block_cells(X, memo, joint.block), minlength=joint.block.size)
-            table = counts.reshape(joint.block.shape)
+        for joint, flat in zip(self._joint, counts):
+            table = flat.reshape(joint.block.shape)
             for offset, size, rest, perm in joint.reads:
                 part = table.sum(axis=rest) if rest else table
                 if perm is not None:
