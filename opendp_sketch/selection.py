@@ -247,6 +247,8 @@ class PairCounts:
                     j, f, cuts = self._keys[k]
                     codes[:, k] = fm._codes(clipped, memo, j, f, cuts)
                 continue
+            # _column_bins' operations, written out in place: calling it per group allocates two
+            # chunk-sized arrays a call, which doubled this pass's CPU (100 columns, 10⁵ rows)
             name, lo, hi, f = kind
             x = raw[:, cols]  # a copy
             np.fmax(x, lo_c, out=x)
